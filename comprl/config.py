@@ -1,0 +1,150 @@
+"""Experiment configuration as dataclasses, and the three profiles (smoke, cpu, paper) that scale it.
+
+A profile is a complete :class:`ExperimentConfig`; :func:`make_config` takes one and applies overrides, flat
+(``steps=4``) or dotted for nested fields (``**{"actor.learning_rate": 1e-5}``), rejecting unknown names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from comprl.rollout import RolloutConfig
+from comprl.trainers.actor import ActorConfig
+
+METHODS: tuple[str, ...] = ("baseline",)
+"""Experiment variants available. ``baseline``: GRPO actor, no experience."""
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """One experiment: which env, model and method, at which scale."""
+
+    env_id: str = "comprl/Room-Ultimate-5x5-v0"
+    """Environment id (see ``comprl.envs.ENV_IDS``). Paper single-task envs include MiniHack Room-Ultimate-5x5."""
+    method: str = "baseline"
+    """Experiment variant, one of :data:`METHODS`."""
+    model: str = "smollm2-135m"
+    """Actor model: ``smollm2-135m`` (offline), ``tiny-random`` (tests), or an HF id / local path."""
+    steps: int = 128
+    """Actor training steps. Paper: 128 (ALFWorld single-task, multi-task), 256 (WebShop)."""
+    batch_instances: int = 16
+    """Task instances per step; each is rolled out ``group_size`` times. Paper: 128 rollouts = 16 x 8."""
+    group_size: int = 8
+    """K, rollouts per task instance (split into guided/free halves when experience is on). Paper: 8."""
+    max_turns: int = 30
+    """Turn cap per episode. Paper: 30 (ALFWorld single-task: 40)."""
+    eval_episodes: int = 32
+    """Held-out episodes evaluated before and after training (0 = no evaluation)."""
+    eval_temperature: float = 1.0
+    """Sampling temperature of evaluation episodes."""
+    seed: int = 0
+    """Seed for model init (tiny-random), sampling and the training task instances."""
+    device: str = "auto"
+    """``cpu``, ``cuda`` or ``auto`` (cuda when available)."""
+    dtype: str = "float32"
+    """Parameter dtype: ``float32`` (CPU) or ``bfloat16`` (GPU)."""
+    requires_gpu: bool = False
+    """Refuse to run without CUDA (the ``paper`` profile)."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """Sampling and prompt formatting of the actor's turns."""
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    """GRPO optimisation of the actor."""
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"method={self.method!r}; accepted: {', '.join(METHODS)}")
+        for name in ("steps", "batch_instances", "group_size", "max_turns", "eval_episodes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name in ("steps", "eval_episodes") else 1):
+                raise ValueError(f"{name}={value!r}: expected a non-negative integer (>= 1 for counts of things)")
+        if self.dtype not in ("float32", "bfloat16", "float16"):
+            raise ValueError(f"dtype={self.dtype!r}; accepted: float32, bfloat16, float16")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"device={self.device!r}; accepted: auto, cpu, cuda")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ExperimentConfig":
+        data = dict(data)
+        data["rollout"] = RolloutConfig(**{**data.get("rollout", {}), "stop": tuple(data.get("rollout", {}).get("stop", ("</answer>",)))})
+        data["actor"] = ActorConfig(**data.get("actor", {}))
+        return cls(**data)
+
+
+PROFILES: dict[str, ExperimentConfig] = {
+    # Tiny random model, a couple of steps: exercises every code path in CI within minutes.
+    "smoke": ExperimentConfig(
+        model="tiny-random",
+        steps=2,
+        batch_instances=2,
+        group_size=2,
+        max_turns=3,
+        eval_episodes=2,
+        device="cpu",
+        rollout=RolloutConfig(max_new_tokens=8),
+        actor=ActorConfig(learning_rate=1e-4, micro_batch_size=4),
+    ),
+    # SmolLM2-135M-Instruct from the offline wheel; small batches and short episodes so a 2-core laptop
+    # finishes in minutes. LoRA with a larger learning rate than the paper's full fine-tune of a 7B model.
+    "cpu": ExperimentConfig(
+        model="smollm2-135m",
+        steps=6,
+        batch_instances=2,
+        group_size=4,
+        max_turns=8,
+        eval_episodes=16,
+        device="cpu",
+        rollout=RolloutConfig(max_new_tokens=12, response_prefix="<answer>"),
+        actor=ActorConfig(learning_rate=1e-4, lora_rank=16, micro_batch_size=2),
+    ),
+    # The paper's single-task setting (actor Qwen2.5-7B-Instruct, 128 rollouts per step, lr 1e-6, clip 0.2).
+    "paper": ExperimentConfig(
+        model="Qwen/Qwen2.5-7B-Instruct",
+        steps=128,
+        batch_instances=16,
+        group_size=8,
+        max_turns=30,
+        eval_episodes=128,
+        device="cuda",
+        dtype="bfloat16",
+        requires_gpu=True,
+        rollout=RolloutConfig(max_new_tokens=512),
+        actor=ActorConfig(learning_rate=1e-6, micro_batch_size=4),
+    ),
+}
+
+
+def make_config(profile: str = "smoke", **overrides: Any) -> ExperimentConfig:
+    """The named profile with ``overrides`` applied (``None`` values are ignored, so notebook defaults work)."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; accepted: {', '.join(PROFILES)}")
+    config = PROFILES[profile]
+    top: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    fields = {f.name: f for f in dataclasses.fields(ExperimentConfig)}
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        head, _, sub = key.partition(".")
+        if head not in fields or (sub and head not in ("rollout", "actor")):
+            raise ValueError(f"unknown config field {key!r}; accepted: {', '.join(fields)} (nested as actor.X / rollout.X)")
+        if sub:
+            nested.setdefault(head, {})[sub] = value
+        else:
+            top[key] = value
+    for head, values in nested.items():
+        part = getattr(config, head)
+        names = {f.name for f in dataclasses.fields(part)}
+        unknown = set(values) - names
+        if unknown:
+            raise ValueError(f"unknown field(s) {sorted(unknown)} of {head}; accepted: {', '.join(sorted(names))}")
+        top[head] = dataclasses.replace(part, **values)
+    return dataclasses.replace(config, **top)

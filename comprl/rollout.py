@@ -1,0 +1,169 @@
+"""Lockstep rollouts: many text-env episodes advanced together, one batched generation call per turn.
+
+Each episode becomes one :class:`Trajectory` holding a single packed token sequence (system prompt, observations
+and the model's replies), an action mask that marks the model's own tokens (the only ones trained on) and the
+behaviour log-probs of those tokens. Trainers use the ids as they are and never re-tokenise text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import gymnasium as gym
+from tqdm.auto import tqdm
+
+from comprl.chat import ChatFormat
+from comprl.llm.engine import GenerationEngine, SamplingParams
+
+EXPERIENCE_HEADING = "## Experience from earlier episodes"
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """How episodes are played."""
+
+    max_new_tokens: int = 48
+    """Tokens the actor may write per turn."""
+    temperature: float = 1.0
+    """Rollout sampling temperature (paper: ~1.0)."""
+    response_prefix: str = ""
+    """Text placed at the start of every reply as context (e.g. ``"<answer>"`` makes a small model answer in the
+    expected format); it is not trained on and the env receives ``response_prefix + reply``."""
+    stop: tuple[str, ...] = ("</answer>",)
+    """Strings that end a reply."""
+    max_context_tokens: int = 8192
+    """An episode whose sequence would outgrow this is truncated (counted in ``Trajectory.truncated``)."""
+
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, stop=self.stop)
+
+
+@dataclass
+class Trajectory:
+    """One finished episode."""
+
+    env_id: str
+    seed: int
+    group: int
+    """Index of the task instance this rollout belongs to (its GRPO group)."""
+    guided: bool = False
+    """Whether an experience entry was in the prompt (the experience-guided half of the group)."""
+    experience: str | None = None
+    """The experience text shown to the actor, if any."""
+    token_ids: list[int] = field(default_factory=list)
+    action_mask: list[int] = field(default_factory=list)
+    """1 for tokens the model generated, 0 for context (prompt, observations, response prefix)."""
+    logprobs: list[float] = field(default_factory=list)
+    """Behaviour log-prob per token (0.0 on context tokens)."""
+    messages: list[dict[str, str]] = field(default_factory=list)
+    """A readable transcript: system, then alternating user (observation) and assistant (reply) messages."""
+    reward: float = 0.0
+    success: bool = False
+    turns: int = 0
+    invalid_actions: int = 0
+    truncated: bool = False
+
+    def extend(self, ids: Sequence[int], logprobs: Sequence[float] | None = None) -> None:
+        """Append context tokens (``logprobs is None``) or the model's own tokens with their log-probs."""
+        self.token_ids.extend(ids)
+        self.action_mask.extend([0 if logprobs is None else 1] * len(ids))
+        self.logprobs.extend([0.0] * len(ids) if logprobs is None else logprobs)
+
+    @property
+    def num_action_tokens(self) -> int:
+        return sum(self.action_mask)
+
+
+def system_prompt(instruction: str, experience: str | None = None) -> str:
+    """The actor's system prompt: the task instruction, plus an experience entry under a fixed heading."""
+    if experience is None:
+        return instruction
+    return f"{instruction}\n\n{EXPERIENCE_HEADING}\n{experience}"
+
+
+def run_episodes(
+    engine: GenerationEngine,
+    envs: Sequence[gym.Env],
+    seeds: Sequence[int],
+    config: RolloutConfig,
+    *,
+    groups: Sequence[int] | None = None,
+    experiences: Sequence[str | None] | None = None,
+    progress: bool = False,
+) -> list[Trajectory]:
+    """Play one episode in each env, all in lockstep, and return the trajectories in env order.
+
+    Args:
+        engine: generation backend (its tokenizer's chat template frames the conversation).
+        envs: text envs (``comprl.envs.make``); each is reset with its seed. Their ``max_turns`` cap ends episodes.
+        seeds: one env seed per env (rollouts of one task instance share a seed).
+        config: sampling and formatting.
+        groups: GRPO group index per env (default: one group per env).
+        experiences: optional experience text per env; ``None`` entries play experience-free.
+        progress: show a per-turn progress bar.
+    """
+    n = len(envs)
+    if len(seeds) != n:
+        raise ValueError(f"got {len(seeds)} seeds for {n} envs")
+    groups = list(range(n)) if groups is None else list(groups)
+    experiences = [None] * n if experiences is None else list(experiences)
+    if len(groups) != n or len(experiences) != n:
+        raise ValueError("groups and experiences must have one entry per env")
+    fmt = ChatFormat.from_tokenizer(engine.tokenizer)
+    prefix_ids = fmt.encode(config.response_prefix) if config.response_prefix else []
+    sampling = config.sampling()
+
+    trajectories: list[Trajectory] = []
+    for env, seed, group, experience in zip(envs, seeds, groups, experiences):
+        obs, info = env.reset(seed=int(seed))
+        system = system_prompt(info["instruction"], experience)
+        traj = Trajectory(env.spec.id if env.spec else type(env).__name__, int(seed), group, experience is not None, experience)
+        traj.messages = [{"role": "system", "content": system}, {"role": "user", "content": obs}]
+        traj.extend(fmt.start(system, obs) + prefix_ids)
+        trajectories.append(traj)
+
+    active = list(range(n))
+    bar = tqdm(desc="rollout turns", unit="turn", disable=not progress, leave=False)
+    while active:
+        completions = engine.generate([trajectories[i].token_ids for i in active], sampling)
+        still_active = []
+        for i, completion in zip(active, completions):
+            traj = trajectories[i]
+            traj.extend(completion.token_ids, completion.logprobs)
+            action = config.response_prefix + completion.text
+            traj.messages.append({"role": "assistant", "content": action})
+            obs, reward, terminated, truncated, info = envs[i].step(action)
+            traj.reward += float(reward)
+            traj.turns += 1
+            traj.success = bool(info.get("success", False))
+            traj.invalid_actions = int(info.get("invalid_actions", traj.invalid_actions))
+            if terminated or truncated:
+                traj.truncated = bool(truncated and not terminated)
+                continue
+            next_ids = fmt.next_turn(completion.token_ids, obs) + prefix_ids
+            if len(traj.token_ids) + len(next_ids) + sampling.max_new_tokens > config.max_context_tokens:
+                traj.truncated = True
+                continue
+            traj.messages.append({"role": "user", "content": obs})
+            traj.extend(next_ids)
+            still_active.append(i)
+        active = still_active
+        bar.update(1)
+    bar.close()
+    return trajectories
+
+
+def summarize(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """Per-batch episode metrics a researcher plots: success, return, length, invalid actions."""
+    n = max(len(trajectories), 1)
+    turns = sum(t.turns for t in trajectories)
+    return {
+        "episodes": float(len(trajectories)),
+        "success_rate": sum(t.success for t in trajectories) / n,
+        "mean_return": sum(t.reward for t in trajectories) / n,
+        "mean_episode_length": turns / n,
+        "invalid_action_rate": sum(t.invalid_actions for t in trajectories) / max(turns, 1),
+        "mean_sequence_tokens": sum(len(t.token_ids) for t in trajectories) / n,
+        "mean_action_tokens": sum(t.num_action_tokens for t in trajectories) / n,
+    }

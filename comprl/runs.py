@@ -1,0 +1,144 @@
+"""Run folders: config, metrics database, figures; and helpers that turn runs into the paper's tables and plots.
+
+A run is a folder under ``results/`` holding ``config.json`` and ``run.duckdb`` (table ``metrics``: one row per
+step and phase). Anything that can read DuckDB or pandas can read it; :func:`load_metrics` gathers many runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+import duckdb
+import pandas as pd
+
+from comprl.config import ExperimentConfig
+
+_COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run folder."""
+
+    path: Path
+
+    @classmethod
+    def create(cls, root: str | Path, config: ExperimentConfig, name: str | None = None) -> "Run":
+        """Make ``root/name`` (default name: method, env, seed and a timestamp) and write ``config.json``."""
+        if name is None:
+            env = config.env_id.split("/")[-1]
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+            name = f"{config.method}_{env}_seed{config.seed}_{stamp}"
+        path = Path(root) / name
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "config.json").write_text(config.to_json())
+        return cls(path)
+
+    @property
+    def db_path(self) -> Path:
+        return self.path / "run.duckdb"
+
+    def config(self) -> ExperimentConfig:
+        return ExperimentConfig.from_dict(json.loads((self.path / "config.json").read_text()))
+
+    def log(self, step: int, phase: str, metrics: dict[str, Any]) -> None:
+        """Append one metrics row; new metric names become new columns."""
+        row = {"step": int(step), "phase": phase, **metrics}
+        bad = [k for k in row if not _COLUMN.match(k)]
+        if bad:
+            raise ValueError(f"metric names must be identifiers, got {bad}")
+        with duckdb.connect(str(self.db_path)) as con:
+            con.execute("CREATE TABLE IF NOT EXISTS metrics (step INTEGER, phase VARCHAR)")
+            have = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'metrics'").fetchall()}
+            for key, value in row.items():
+                if key not in have:
+                    sql_type = "VARCHAR" if isinstance(value, str) else "DOUBLE"
+                    con.execute(f'ALTER TABLE metrics ADD COLUMN "{key}" {sql_type}')
+            columns = ", ".join(f'"{k}"' for k in row)
+            con.execute(f"INSERT INTO metrics ({columns}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+
+    def metrics(self) -> pd.DataFrame:
+        """All metric rows of this run, ordered by step."""
+        if not self.db_path.exists():
+            return pd.DataFrame(columns=["step", "phase"])
+        with duckdb.connect(str(self.db_path), read_only=True) as con:
+            return con.execute("SELECT * FROM metrics ORDER BY step, phase").df()
+
+    def save_figure(self, fig: Any, name: str) -> list[Path]:
+        """Save a matplotlib figure as ``name.png`` and ``name.pdf`` in the run folder."""
+        paths = [self.path / f"{name}.png", self.path / f"{name}.pdf"]
+        for p in paths:
+            fig.savefig(p, bbox_inches="tight", dpi=150)
+        return paths
+
+    def save_table(self, table: pd.DataFrame, name: str) -> Path:
+        """Save a table as ``name.csv`` in the run folder."""
+        path = self.path / f"{name}.csv"
+        table.to_csv(path, index=False)
+        return path
+
+
+def load_metrics(runs: Iterable[Run | str | Path]) -> pd.DataFrame:
+    """Metrics of several runs in one frame, with the run's ``method``, ``env_id``, ``seed`` and ``run`` name."""
+    frames = []
+    for run in runs:
+        run = run if isinstance(run, Run) else Run(Path(run))
+        config = run.config()
+        df = run.metrics()
+        df.insert(0, "run", run.path.name)
+        df.insert(1, "method", config.method)
+        df.insert(2, "env_id", config.env_id)
+        df.insert(3, "seed", config.seed)
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def summary_table(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Success before and after training per method and env (mean over seeds), from the ``eval`` rows."""
+    evals = metrics[metrics["phase"] == "eval"]
+    if evals.empty:
+        return pd.DataFrame(columns=["method", "env_id", "seeds", "success_before", "success_after"])
+    first = evals.loc[evals.groupby("run")["step"].idxmin()]
+    last = evals.loc[evals.groupby("run")["step"].idxmax()]
+    merged = first[["run", "method", "env_id", "success_rate"]].merge(
+        last[["run", "success_rate", "mean_episode_length", "invalid_action_rate"]], on="run", suffixes=("_before", "_after")
+    )
+    return (
+        merged.groupby(["method", "env_id"])
+        .agg(
+            seeds=("run", "count"),
+            success_before=("success_rate_before", "mean"),
+            success_after=("success_rate_after", "mean"),
+            episode_length_after=("mean_episode_length", "mean"),
+            invalid_action_rate_after=("invalid_action_rate", "mean"),
+        )
+        .reset_index()
+    )
+
+
+def plot_learning_curves(metrics: pd.DataFrame, metric: str = "success_rate", phase: str = "train", ax: Any = None) -> Any:
+    """Mean (+/- min-max band over seeds) of ``metric`` against step, one line per method. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+    else:
+        fig = ax.figure
+    rows = metrics[metrics["phase"] == phase]
+    for method, group in rows.groupby("method"):
+        stats = group.groupby("step")[metric].agg(["mean", "min", "max"])
+        ax.plot(stats.index, stats["mean"], marker="o", label=method)
+        ax.fill_between(stats.index, stats["min"], stats["max"], alpha=0.2)
+    ax.set_xlabel("actor step")
+    ax.set_ylabel(metric.replace("_", " "))
+    envs = ", ".join(sorted(rows["env_id"].unique())) if "env_id" in rows else ""
+    ax.set_title(envs, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    return fig

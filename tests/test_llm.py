@@ -1,0 +1,101 @@
+"""Model loading, the batched generation engine and the chat-sequence packing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from comprl.chat import ChatFormat
+from comprl.llm import HFEngine, SamplingParams, load_model, token_logprobs
+from comprl.trainers.actor import pad_batch
+from comprl.rollout import Trajectory
+
+
+def _prompts(tokenizer):
+    texts = ["Go north.", "The stairs are far to the southeast of the room you are standing in now.", "Hi"]
+    fmt = ChatFormat.from_tokenizer(tokenizer)
+    return [fmt.start("You play a game.", t) for t in texts]
+
+
+def test_behaviour_logprobs_equal_fresh_forward_pass_with_left_padding(tiny, tiny_engine):
+    model, tokenizer = tiny
+    prompts = _prompts(tokenizer)
+    assert len({len(p) for p in prompts}) == 3  # different lengths: left padding is exercised
+    torch.manual_seed(0)
+    completions = tiny_engine.generate(prompts, SamplingParams(max_new_tokens=12, temperature=0.7))
+    trajectories = []
+    for prompt, completion in zip(prompts, completions):
+        t = Trajectory("test", 0, 0)
+        t.extend(prompt)
+        t.extend(completion.token_ids, completion.logprobs)
+        trajectories.append(t)
+    batch = pad_batch(trajectories, tokenizer.pad_token_id)
+    with torch.no_grad():
+        fresh = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["action_mask"], 0.7)
+    mask = batch["action_mask"].bool()
+    assert mask.sum() == sum(len(c.token_ids) for c in completions) > 0
+    torch.testing.assert_close(fresh[mask], batch["old_logprobs"][mask], atol=1e-4, rtol=1e-4)
+
+
+def test_stop_string_ends_the_completion(tiny, tiny_engine):
+    _, tokenizer = tiny
+    prompt = _prompts(tokenizer)[:1]
+    torch.manual_seed(3)
+    free = tiny_engine.generate(prompt, SamplingParams(max_new_tokens=10, temperature=1.0))[0]
+    assert free.finish_reason == "length" and len(free.token_ids) == 10
+    stop = tokenizer.decode(free.token_ids[3:5])
+    assert stop.strip(), "pick a seed whose sample has visible text at tokens 3-4"
+    torch.manual_seed(3)  # same seed: same samples up to the stop
+    stopped = tiny_engine.generate(prompt, SamplingParams(max_new_tokens=10, temperature=1.0, stop=(stop,)))[0]
+    assert stopped.finish_reason == "stop"
+    assert stopped.token_ids == free.token_ids[: len(stopped.token_ids)]
+    assert len(stopped.token_ids) <= 5 and stopped.text.endswith(stop)
+
+
+def test_batches_larger_than_max_batch_size_are_split(tiny):
+    model, tokenizer = tiny
+    engine = HFEngine(model, tokenizer, max_batch_size=2)
+    out = engine.generate(_prompts(tokenizer), SamplingParams(max_new_tokens=3, temperature=0))
+    assert [len(c.token_ids) for c in out] == [3, 3, 3]
+
+
+def test_packed_chat_sequence_decodes_like_the_chat_template(tiny):
+    _, tokenizer = tiny
+    fmt = ChatFormat.from_tokenizer(tokenizer)
+    reply_ids = fmt.encode("<answer>north</answer>") + [tokenizer.eos_token_id]
+    packed = fmt.start("sys", "obs one") + reply_ids + fmt.next_turn(reply_ids, "obs two")
+    expected = tokenizer.apply_chat_template(
+        [
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": "obs one"},
+            {"role": "assistant", "content": "<answer>north</answer>"},
+            {"role": "user", "content": "obs two"},
+        ],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    assert tokenizer.decode(packed) == expected
+
+
+def test_sampling_params_reject_bad_values():
+    with pytest.raises(ValueError, match="temperature"):
+        SamplingParams(temperature=-1)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        SamplingParams(max_new_tokens=0)
+
+
+def test_missing_model_path_names_what_is_accepted(tmp_path):
+    with pytest.raises(FileNotFoundError, match="smollm2-135m"):
+        load_model(str(tmp_path / "no-such-model"))
+
+
+@pytest.mark.integration
+def test_smollm2_from_the_offline_wheel_generates_text():
+    model, tokenizer = load_model("smollm2-135m")
+    assert model.config.num_hidden_layers == 30 and len(tokenizer) == 49152
+    fmt = ChatFormat.from_tokenizer(tokenizer)
+    torch.manual_seed(0)
+    out = HFEngine(model, tokenizer).generate(
+        [fmt.start("Answer in one word.", "What colour is the sky?")], SamplingParams(max_new_tokens=8, temperature=0)
+    )[0]
+    assert out.text.strip() and all(lp <= 0 for lp in out.logprobs)
