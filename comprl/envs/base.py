@@ -97,11 +97,17 @@ class TextEnv(gymnasium.Env[str, str], abc.ABC):
 
     metadata: dict[str, Any] = {"render_modes": []}
 
-    def __init__(self, max_turns: int = DEFAULT_MAX_TURNS) -> None:
-        """Create the env; `max_turns` actions (valid or not) end the episode with ``truncated=True``."""
+    def __init__(self, max_turns: int = DEFAULT_MAX_TURNS, action_prompt: bool = True) -> None:
+        """Create the env; `max_turns` actions (valid or not) end the episode with ``truncated=True``.
+
+        With `action_prompt`, every observation of a running episode ends with a line that asks for the next
+        action and restates the reply format: small models follow the last instruction they read far more
+        reliably than one in the system prompt (SmolLM2-135M: 8/16 valid first replies with it, 0/16 without).
+        """
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
         self.max_turns = max_turns
+        self.action_prompt = action_prompt
         self.observation_space = spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=0, charset=TEXT_CHARSET)
         self.action_space = spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=0, charset=TEXT_CHARSET)
         self._turn = 0
@@ -157,7 +163,7 @@ class TextEnv(gymnasium.Env[str, str], abc.ABC):
         self._success = False
         observation = self._reset_game()
         self._episode_active = True
-        return observation, self._info(invalid_action=False)
+        return self._prompted(observation), self._info(invalid_action=False)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
         """Play the model's raw reply `action`; an invalid reply costs a turn but leaves the game as it is."""
@@ -180,7 +186,17 @@ class TextEnv(gymnasium.Env[str, str], abc.ABC):
         self._success = self._success or outcome.success
         truncated = not outcome.terminated and self._turn >= self.max_turns
         self._episode_active = not (outcome.terminated or truncated)
-        return outcome.observation, outcome.reward, outcome.terminated, truncated, self._info(invalid_action)
+        observation = self._prompted(outcome.observation) if self._episode_active else outcome.observation
+        return observation, outcome.reward, outcome.terminated, truncated, self._info(invalid_action)
+
+    def _prompted(self, observation: str) -> str:
+        """The observation followed by the action prompt line (when `action_prompt` is on)."""
+        if not self.action_prompt:
+            return observation
+        return (
+            f"{observation}\nYour move? Answer as {ANSWER_OPEN}ACTION{ANSWER_CLOSE}, "
+            f"where ACTION is one of: {self.describe_actions()}."
+        )
 
     def _info(self, invalid_action: bool) -> dict[str, Any]:
         """The info dict returned by `reset` and `step`."""

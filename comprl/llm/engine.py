@@ -4,16 +4,24 @@ Engines share one small protocol (:class:`GenerationEngine`) so that rollout cod
 come from transformers on a laptop CPU or from a GPU server. The behaviour log-prob of a sampled token is taken
 under the temperature-scaled distribution ``softmax(logits / T)``, the same quantity the trainers recompute
 (:func:`comprl.llm.scoring.token_logprobs`), so the importance ratio is exactly 1 on-policy.
+
+:class:`HFEngine` can keep a per-episode *prefix KV cache* (pass ``sessions=`` to :meth:`HFEngine.generate`):
+multi-turn prompts grow by one reply and one observation per turn, and re-prefilling the whole history every
+turn dominates rollout time on a CPU; with the cache only the new tokens of each prompt are prefilled.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Hashable, Protocol, Sequence
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.cache_utils import DynamicLayer
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -62,18 +70,56 @@ class GenerationEngine(Protocol):
 
     tokenizer: PreTrainedTokenizerBase
 
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
-        """One completion per prompt (prompts are token id lists)."""
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams,
+        sessions: Sequence[Hashable] | None = None,
+    ) -> list[Completion]:
+        """One completion per prompt (prompts are token id lists).
+
+        ``sessions`` (optional, one key per prompt) names the episode each prompt belongs to, so that an engine
+        may reuse the work it did for that episode's previous, shorter prompt. Results do not depend on it.
+        """
+        ...
+
+    def release(self, sessions: Sequence[Hashable]) -> None:
+        """Forget what is kept for these sessions (their episodes ended)."""
         ...
 
     def sync_weights(self) -> None:
-        """Make generation use the trainer's latest weights (a no-op when they share the module)."""
+        """Make generation use the trainer's latest weights; call it after every actor update."""
         ...
+
+
+@dataclass
+class _Prefix:
+    """What the engine keeps for one session: token ids and their keys/values in every layer."""
+
+    ids: tuple[int, ...]
+    kv: torch.Tensor
+    """``[layers, 2 (key, value), kv_heads, len(ids), head_dim]`` on the model's device."""
 
 
 @dataclass
 class HFEngine:
     """Batched generation with ``transformers.generate`` (left padding); shares weights with the trainer.
+
+    Prefix KV cache (opt-in): pass ``sessions=`` (one hashable key per prompt, e.g. the episode index) to
+    :meth:`generate`. The engine then keeps, per key, the token ids of that row's prompt and completion (all but
+    the last sampled token) together with their per-layer keys/values. When the next prompt of the same key
+    extends those ids (the usual multi-turn case: previous prompt + reply + new observation), only the new suffix
+    is prefilled; otherwise that row is prefilled in full. Completions and log-probs equal those without the
+    cache up to float rounding. Kept caches live on the model's device and take
+    ``2 * layers * kv_heads * head_dim`` numbers per token (46 KB per token for SmolLM2-135M in float32), so:
+
+    * call :meth:`release` with the keys of episodes that ended (or :meth:`clear_cache` after a rollout batch);
+    * call :meth:`sync_weights` after every actor update: kept keys/values were computed with the old weights and
+      are stale afterwards. It drops them all. (A rollout batch never spans an update, so the caches used within
+      one episode are consistent.)
+
+    The cache needs a model whose transformers cache is made of plain full-attention ``DynamicLayer`` s (Llama,
+    SmolLM2, Qwen2, ... also peft-wrapped); for other models ``sessions`` is ignored (with a warning).
 
     Args:
         model: a causal LM (a peft-wrapped model works too).
@@ -85,18 +131,114 @@ class HFEngine:
     tokenizer: PreTrainedTokenizerBase
     max_batch_size: int = 64
     stats: dict[str, float] = field(default_factory=lambda: {"generated_tokens": 0.0, "seconds": 0.0})
+    """Running totals: ``generated_tokens``, ``seconds``; with ``sessions=`` also ``prompt_tokens`` and
+    ``reused_prompt_tokens`` (prompt tokens whose keys/values came from the prefix cache)."""
+    _prefixes: dict[Hashable, _Prefix] = field(default_factory=dict, init=False, repr=False)
+    _prefix_supported: bool = field(default=True, init=False, repr=False)
 
     def sync_weights(self) -> None:
-        """Nothing to do: generation runs on the very module the trainer updates."""
+        """Call after every actor update: drops the prefix cache, whose keys/values were computed with the old
+        weights (generation itself runs on the very module the trainer updates, so nothing else is needed)."""
+        self.clear_cache()
+
+    def release(self, sessions: Sequence[Hashable]) -> None:
+        """Drop the prefix caches of these sessions (unknown keys are ignored)."""
+        for key in sessions:
+            self._prefixes.pop(key, None)
+
+    def clear_cache(self) -> None:
+        """Drop every prefix cache."""
+        self._prefixes.clear()
+
+    @property
+    def cached_sessions(self) -> frozenset[Hashable]:
+        """Keys of the sessions whose prefix keys/values are kept."""
+        return frozenset(self._prefixes)
+
+    @property
+    def cached_tokens(self) -> int:
+        """Tokens whose keys/values are kept, over all sessions."""
+        return sum(len(p.ids) for p in self._prefixes.values())
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams,
+        sessions: Sequence[Hashable] | None = None,
+    ) -> list[Completion]:
+        """One completion per prompt (token id lists).
+
+        Args:
+            prompts: the prompts, each at least one token.
+            params: how to sample.
+            sessions: optional key per prompt (distinct within a call) that enables the prefix KV cache for it;
+                ``None`` generates without touching the cache.
+        """
+        if sessions is not None:
+            sessions = list(sessions)
+            if len(sessions) != len(prompts):
+                raise ValueError(f"got {len(sessions)} sessions for {len(prompts)} prompts")
+            if len(set(sessions)) != len(sessions):
+                raise ValueError("session keys must be distinct within one generate call")
         out: list[Completion] = []
         for start in range(0, len(prompts), self.max_batch_size):
-            out.extend(self._generate_batch(prompts[start : start + self.max_batch_size], params))
+            stop = start + self.max_batch_size
+            out.extend(self._generate_batch(prompts[start:stop], params, None if sessions is None else sessions[start:stop]))
         return out
 
-    def _generate_batch(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+    def _take_prefixes(self, prompts: Sequence[Sequence[int]], sessions: Sequence[Hashable]) -> list[_Prefix | None]:
+        """Pop each session's kept prefix; keep it for the row only if it is a prefix of the new prompt."""
+        found: list[_Prefix | None] = []
+        for prompt, key in zip(prompts, sessions):
+            prefix = self._prefixes.pop(key, None)  # replaced after this call; a stale one is freed at once
+            if prefix is not None and not (len(prefix.ids) <= len(prompt) and tuple(prompt[: len(prefix.ids)]) == prefix.ids):
+                prefix = None
+            found.append(prefix)
+        return found
+
+    @staticmethod
+    def _past_key_values(prefixes: list[_Prefix | None], reuse: list[int], width: int) -> DynamicCache:
+        """A batch cache of ``width`` columns holding each row's first ``reuse[row]`` keys/values right-aligned."""
+        template = next(p.kv for p, n in zip(prefixes, reuse) if n > 0)
+        layers, _, heads, _, head_dim = template.shape
+        kv = template.new_zeros((layers, 2, len(prefixes), heads, width, head_dim))
+        for row, (prefix, n) in enumerate(zip(prefixes, reuse)):
+            if n > 0:
+                kv[:, :, row, :, width - n :] = prefix.kv[:, :, :, :n]
+        return DynamicCache(ddp_cache_data=[(kv[layer, 0], kv[layer, 1]) for layer in range(layers)])
+
+    def _keep_prefixes(
+        self,
+        cache: object,
+        sessions: Sequence[Hashable],
+        prompts: Sequence[Sequence[int]],
+        completions: list[Completion],
+        width: int,
+        steps: int,
+    ) -> None:
+        """Store each row's valid keys/values (prompt, then its reply up to the last sampled token, whose
+        keys/values were never computed) under its session key."""
+        layers = getattr(cache, "layers", None)
+        if not isinstance(cache, DynamicCache) or not layers or any(type(layer) is not DynamicLayer for layer in layers):
+            logger.warning("prefix KV cache disabled: %s's cache is not made of plain DynamicLayers", type(self.model).__name__)
+            self._prefix_supported = False
+            return
+        if any(layer.keys.shape[-2] != width + steps - 1 for layer in layers):  # not the layout assumed below
+            return
+        _, heads, _, head_dim = layers[0].keys.shape
+        for row, (key, prompt, completion) in enumerate(zip(sessions, prompts, completions)):
+            generated = min(len(completion.token_ids), steps - 1)
+            begin, end = width - len(prompt), width + generated
+            kv = layers[0].keys.new_empty((len(layers), 2, heads, end - begin, head_dim))
+            for index, layer in enumerate(layers):
+                kv[index, 0].copy_(layer.keys[row, :, begin:end])
+                kv[index, 1].copy_(layer.values[row, :, begin:end])
+            self._prefixes[key] = _Prefix(tuple(prompt) + tuple(completion.token_ids[:generated]), kv)
+
+    def _generate_batch(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams, sessions: Sequence[Hashable] | None = None
+    ) -> list[Completion]:
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt must hold at least one token")
         device = next(self.model.parameters()).device
@@ -107,31 +249,57 @@ class HFEngine:
         for row, prompt in enumerate(prompts):
             input_ids[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
             attention_mask[row, width - len(prompt) :] = 1
+
+        # Prefix cache layout. Rows stay left padded to `width`; the last `fresh` columns (the longest uncached
+        # suffix) are computed, for every row, and the first `width - fresh` come from the kept keys/values (each
+        # row's cached prefix right-aligned, left pads masked). A row whose suffix is shorter recomputes a few
+        # cached tokens. generate() prefills input_ids[:, cache_length:] only, and derives position ids from the
+        # attention mask, so RoPE positions are each row's true positions.
+        past_key_values = None
+        if sessions is not None and self._prefix_supported:
+            prefixes = self._take_prefixes(prompts, sessions)
+            cached = [min(len(p.ids), len(prompt) - 1) if p else 0 for p, prompt in zip(prefixes, prompts)]
+            fresh = max(len(prompt) - n for prompt, n in zip(prompts, cached))
+            reuse = [max(len(prompt) - fresh, 0) for prompt in prompts]
+            if width > fresh:
+                past_key_values = self._past_key_values(prefixes, reuse, width - fresh)
+            del prefixes
+            self.stats["prompt_tokens"] = self.stats.get("prompt_tokens", 0.0) + sum(len(p) for p in prompts)
+            self.stats["reused_prompt_tokens"] = self.stats.get("reused_prompt_tokens", 0.0) + sum(reuse)
+
         sampling = params.temperature > 0
         started = time.perf_counter()
         was_training = self.model.training
         self.model.eval()
-        result = self.model.generate(
-            input_ids=input_ids.to(device),
-            attention_mask=attention_mask.to(device),
-            max_new_tokens=params.max_new_tokens,
-            do_sample=sampling,
-            temperature=params.temperature if sampling else None,
-            top_p=params.top_p if sampling else None,
-            top_k=None,
-            stop_strings=list(params.stop) or None,
-            tokenizer=self.tokenizer if params.stop else None,
-            pad_token_id=pad_id,
-            eos_token_id=self.tokenizer.eos_token_id,
-            return_dict_in_generate=True,
-            output_logits=True,
-        )
-        self.model.train(was_training)
+        extra = {} if past_key_values is None else {"past_key_values": past_key_values}
+        try:
+            result = self.model.generate(
+                input_ids=input_ids.to(device),
+                attention_mask=attention_mask.to(device),
+                max_new_tokens=params.max_new_tokens,
+                do_sample=sampling,
+                temperature=params.temperature if sampling else None,
+                top_p=params.top_p if sampling else None,
+                top_k=None,
+                stop_strings=list(params.stop) or None,
+                tokenizer=self.tokenizer if params.stop else None,
+                pad_token_id=pad_id,
+                eos_token_id=self.tokenizer.eos_token_id,
+                return_dict_in_generate=True,
+                output_logits=True,
+                **extra,
+            )
+        finally:
+            self.model.train(was_training)
+        del past_key_values, extra
         new_tokens = result.sequences[:, width:].cpu()
         logits = torch.stack(result.logits, dim=1).float().cpu()  # [B, new, V], raw (before temperature)
         logprobs = torch.log_softmax(logits / params.logprob_temperature, dim=-1)
         chosen = logprobs.gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
         completions = [self._finish(new_tokens[row].tolist(), chosen[row].tolist(), params) for row in range(len(prompts))]
+        if sessions is not None and self._prefix_supported:
+            self._keep_prefixes(result.past_key_values, sessions, prompts, completions, width, new_tokens.shape[1])
+        del result
         self.stats["generated_tokens"] += sum(len(c.token_ids) for c in completions)
         self.stats["seconds"] += time.perf_counter() - started
         return completions

@@ -147,7 +147,7 @@ class ActorTrainer:
                 weight = (tokens if token_mean else len(rows)) / max(denominator, 1)
                 if backward:
                     (loss * weight).backward()
-            totals["loss"] += float(loss) * weight
+            totals["loss"] += loss.item() * weight
             for key in ("clip_fraction", "ratio_mean", "approx_kl"):
                 totals[key] += stats[key] * tokens
             trained_tokens += tokens
