@@ -123,10 +123,14 @@ def run_episodes(
         traj.extend(fmt.start(system, obs) + prefix_ids)
         trajectories.append(traj)
 
+    # One session key per episode lets the engine reuse the episode's KV cache from turn to turn.
+    sessions = [object() for _ in range(n)]
     active = list(range(n))
     bar = tqdm(desc="rollout turns", unit="turn", disable=not progress, leave=False)
     while active:
-        completions = engine.generate([trajectories[i].token_ids for i in active], sampling)
+        completions = engine.generate(
+            [trajectories[i].token_ids for i in active], sampling, sessions=[sessions[i] for i in active]
+        )
         still_active = []
         for i, completion in zip(active, completions):
             traj = trajectories[i]
@@ -148,6 +152,7 @@ def run_episodes(
             traj.messages.append({"role": "user", "content": obs})
             traj.extend(next_ids)
             still_active.append(i)
+        engine.release([sessions[i] for i in active if i not in still_active])
         active = still_active
         bar.update(1)
     bar.close()

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Hashable, Protocol, Sequence
 
 import torch
-from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase, StoppingCriteriaList, StopStringCriteria
 from transformers.cache_utils import DynamicLayer
 
 logger = logging.getLogger(__name__)
@@ -135,6 +135,7 @@ class HFEngine:
     ``reused_prompt_tokens`` (prompt tokens whose keys/values came from the prefix cache)."""
     _prefixes: dict[Hashable, _Prefix] = field(default_factory=dict, init=False, repr=False)
     _prefix_supported: bool = field(default=True, init=False, repr=False)
+    _stop_cache: dict[tuple[str, ...], StoppingCriteriaList] = field(default_factory=dict, init=False, repr=False)
 
     def sync_weights(self) -> None:
         """Call after every actor update: drops the prefix cache, whose keys/values were computed with the old
@@ -198,11 +199,14 @@ class HFEngine:
         return found
 
     @staticmethod
-    def _past_key_values(prefixes: list[_Prefix | None], reuse: list[int], width: int) -> DynamicCache:
-        """A batch cache of ``width`` columns holding each row's first ``reuse[row]`` keys/values right-aligned."""
+    def _past_key_values(
+        prefixes: list[_Prefix | None], reuse: list[int], width: int, device: torch.device
+    ) -> DynamicCache:
+        """A batch cache of ``width`` columns holding each row's first ``reuse[row]`` keys/values right-aligned
+        (columns to their left are zeros, masked out by the attention mask)."""
         template = next(p.kv for p, n in zip(prefixes, reuse) if n > 0)
         layers, _, heads, _, head_dim = template.shape
-        kv = template.new_zeros((layers, 2, len(prefixes), heads, width, head_dim))
+        kv = torch.zeros((layers, 2, len(prefixes), heads, width, head_dim), dtype=template.dtype, device=device)
         for row, (prefix, n) in enumerate(zip(prefixes, reuse)):
             if n > 0:
                 kv[:, :, row, :, width - n :] = prefix.kv[:, :, :, :n]
@@ -236,6 +240,13 @@ class HFEngine:
                 kv[index, 1].copy_(layer.values[row, :, begin:end])
             self._prefixes[key] = _Prefix(tuple(prompt) + tuple(completion.token_ids[:generated]), kv)
 
+    def _stop_criteria(self, stop: tuple[str, ...]) -> StoppingCriteriaList:
+        """Stop-string criteria, built once per stop tuple (building one scans the whole vocabulary, ~1 s)."""
+        if stop not in self._stop_cache:
+            criteria = [StopStringCriteria(tokenizer=self.tokenizer, stop_strings=list(stop))] if stop else []
+            self._stop_cache[stop] = StoppingCriteriaList(criteria)
+        return self._stop_cache[stop]
+
     def _generate_batch(
         self, prompts: Sequence[Sequence[int]], params: SamplingParams, sessions: Sequence[Hashable] | None = None
     ) -> list[Completion]:
@@ -262,7 +273,7 @@ class HFEngine:
             fresh = max(len(prompt) - n for prompt, n in zip(prompts, cached))
             reuse = [max(len(prompt) - fresh, 0) for prompt in prompts]
             if width > fresh:
-                past_key_values = self._past_key_values(prefixes, reuse, width - fresh)
+                past_key_values = self._past_key_values(prefixes, reuse, width - fresh, device)
             del prefixes
             self.stats["prompt_tokens"] = self.stats.get("prompt_tokens", 0.0) + sum(len(p) for p in prompts)
             self.stats["reused_prompt_tokens"] = self.stats.get("reused_prompt_tokens", 0.0) + sum(reuse)
@@ -281,8 +292,7 @@ class HFEngine:
                 temperature=params.temperature if sampling else None,
                 top_p=params.top_p if sampling else None,
                 top_k=None,
-                stop_strings=list(params.stop) or None,
-                tokenizer=self.tokenizer if params.stop else None,
+                stopping_criteria=self._stop_criteria(params.stop),
                 pad_token_id=pad_id,
                 eos_token_id=self.tokenizer.eos_token_id,
                 return_dict_in_generate=True,
