@@ -99,11 +99,11 @@ PROFILES: dict[str, ExperimentConfig] = {
     # finishes in minutes. LoRA with a larger learning rate than the paper's full fine-tune of a 7B model.
     "cpu": ExperimentConfig(
         model="smollm2-135m",
-        steps=6,
+        steps=4,
         batch_instances=2,
         group_size=4,
-        max_turns=8,
-        eval_episodes=16,
+        max_turns=6,
+        eval_episodes=8,
         eval_temperature=0.7,
         device="cpu",
         # At temperature 1.0 the 4-bit SmolLM2-135M writes no valid action (0/16 first replies on Room);

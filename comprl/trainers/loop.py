@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from pathlib import Path
@@ -17,6 +18,8 @@ from comprl.llm import HFEngine, load_model
 from comprl.rollout import RolloutConfig, Trajectory, run_episodes, summarize
 from comprl.runs import Run
 from comprl.trainers.actor import ActorTrainer
+
+log = logging.getLogger(__name__)
 
 EVAL_SEED_OFFSET = 1_000_000
 """Evaluation episodes use env seeds ``EVAL_SEED_OFFSET + i``; training seeds are drawn below it, so they never overlap."""
@@ -70,7 +73,7 @@ def run_experiment(
     engine = HFEngine(trainer.model, tokenizer)
 
     if config.eval_episodes:
-        run.log(0, "eval", evaluate(engine, envs, config))
+        _log_eval(run, 0, evaluate(engine, envs, config))
     bar = tqdm(range(1, config.steps + 1), desc=f"{config.method} on {config.env_id}", unit="step", disable=not progress)
     for step in bar:
         tokens0, seconds0 = engine.stats["generated_tokens"], engine.stats["seconds"]
@@ -93,6 +96,16 @@ def run_experiment(
         }
         run.log(step, "train", metrics)
         bar.set_postfix(success=f"{metrics['success_rate']:.2f}", invalid=f"{metrics['invalid_action_rate']:.2f}")
+        log.info(
+            "step %d/%d: success %.2f, invalid actions %.2f, %.0f tokens/s, rollout %.0fs, update %.0fs",
+            step, config.steps, metrics["success_rate"], metrics["invalid_action_rate"], metrics["tokens_per_second"],
+            rollout_seconds, update["update_seconds"],
+        )
     if config.eval_episodes:
-        run.log(config.steps, "eval", evaluate(engine, envs, config))
+        _log_eval(run, config.steps, evaluate(engine, envs, config))
     return run
+
+
+def _log_eval(run: Run, step: int, metrics: dict[str, float]) -> None:
+    run.log(step, "eval", metrics)
+    log.info("eval after step %d: success %.2f over %d episodes", step, metrics["success_rate"], metrics["episodes"])
