@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import logging
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -85,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"max_turns={config.max_turns} device={config.device}")
         return 0
     params = {key: parse_value(value) for key, value in args.param}
+    # papermill streams the kernel's output (log lines, progress bars) through its logger at INFO level
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     out = run_notebook(args.notebook, args.profile, params, args.output_dir)
     print(f"comprl: results in {out}")
     return 0

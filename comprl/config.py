@@ -14,9 +14,34 @@ from typing import Any
 from comprl.envs import ENV_IDS
 from comprl.rollout import RolloutConfig
 from comprl.trainers.actor import ActorConfig
+from comprl.trainers.extractor import ExtractorConfig
 
-METHODS: tuple[str, ...] = ("baseline",)
-"""Experiment variants available. ``baseline``: GRPO actor, no experience."""
+METHODS: tuple[str, ...] = ("baseline", "comp_rl", "static", "exp_only")
+"""The paper's experiment variants, all one loop configured differently:
+
+- ``baseline``: GRPO actor, no experience, no extractor.
+- ``comp_rl``: Complementary RL: the actor and the extractor both learn; rollouts split into guided/free halves.
+- ``static``: the extractor writes the bank but never trains.
+- ``exp_only``: the actor is frozen; only the extractor learns.
+"""
+TRAINS_ACTOR = {"baseline": True, "comp_rl": True, "static": True, "exp_only": False}
+TRAINS_EXTRACTOR = {"baseline": False, "comp_rl": True, "static": False, "exp_only": True}
+
+
+@dataclass(frozen=True)
+class BankConfig:
+    """The experience bank and how the actor queries it."""
+
+    embedder: str = "all-minilm-l6-v2"
+    """Sentence embedder: the offline MiniLM wheel, or a sentence-transformers id/path (paper: Qwen3-Embedding-0.6B)."""
+    capacity: int = 20_000
+    """Live entries kept; the oldest are evicted first beyond this (official code: 20,000)."""
+    top_k: int = 1
+    """Entries retrieved per guided episode; the best one is shown (paper: top-1)."""
+    use_vss: bool = True
+    """Search through DuckDB's vss HNSW index; False = exact cosine search."""
+    init_from: str | None = None
+    """Start from a copy of this bank file (e.g. an earlier run's ``bank.duckdb``) instead of an empty bank."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +78,10 @@ class ExperimentConfig:
     """Sampling and prompt formatting of the actor's turns."""
     actor: ActorConfig = field(default_factory=ActorConfig)
     """GRPO optimisation of the actor."""
+    extractor: ExtractorConfig = field(default_factory=ExtractorConfig)
+    """The experience extractor (unused by ``baseline``)."""
+    bank: BankConfig = field(default_factory=BankConfig)
+    """The experience bank (unused by ``baseline``)."""
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -79,7 +108,14 @@ class ExperimentConfig:
         data = dict(data)
         data["rollout"] = RolloutConfig(**{**data.get("rollout", {}), "stop": tuple(data.get("rollout", {}).get("stop", ("</answer>",)))})
         data["actor"] = ActorConfig(**data.get("actor", {}))
+        data["extractor"] = ExtractorConfig(**data.get("extractor", {}))
+        data["bank"] = BankConfig(**data.get("bank", {}))
         return cls(**data)
+
+    @property
+    def uses_experience(self) -> bool:
+        """Whether this method has a bank and an extractor (every method but ``baseline``)."""
+        return self.method != "baseline"
 
 
 PROFILES: dict[str, ExperimentConfig] = {
@@ -94,6 +130,10 @@ PROFILES: dict[str, ExperimentConfig] = {
         device="cpu",
         rollout=RolloutConfig(max_new_tokens=8),
         actor=ActorConfig(learning_rate=1e-4, micro_batch_size=4),
+        extractor=ExtractorConfig(
+            model="tiny-random", style="lines", max_new_tokens=16, learning_rate=1e-4, buffer_size=2,
+            invalid_reward=-1.0, merge_every=2, micro_batch_size=4,
+        ),
     ),
     # SmolLM2-135M-Instruct from the offline wheel; small batches and short episodes so a 2-core laptop
     # finishes in minutes. LoRA with a larger learning rate than the paper's full fine-tune of a 7B model.
@@ -110,6 +150,14 @@ PROFILES: dict[str, ExperimentConfig] = {
         # at 0.7, with "<answer>" pre-filled, about half of them are valid.
         rollout=RolloutConfig(max_new_tokens=12, temperature=0.7, response_prefix="<answer>"),
         actor=ActorConfig(learning_rate=1e-4, lora_rank=16, micro_batch_size=2, temperature=0.7),
+        # The same 135M model as extractor, in the compact line format with "<answer>" pre-filled (it cannot
+        # reason first); rejected outputs earn -1 so it can learn the format; a small buffer so it trains in a
+        # short run; half the trajectories distilled per step to bound extraction time.
+        extractor=ExtractorConfig(
+            model="smollm2-135m", style="lines", max_new_tokens=64, temperature=0.7, response_prefix="<answer>\n",
+            learning_rate=1e-4, lora_rank=16, micro_batch_size=2, buffer_size=4, invalid_reward=-1.0,
+            distill_per_step=4, merge_every=2,
+        ),
     ),
     # The paper's single-task setting (actor Qwen2.5-7B-Instruct, 128 rollouts per step, lr 1e-6, clip 0.2).
     "paper": ExperimentConfig(
@@ -124,8 +172,14 @@ PROFILES: dict[str, ExperimentConfig] = {
         requires_gpu=True,
         rollout=RolloutConfig(max_new_tokens=512),
         actor=ActorConfig(learning_rate=1e-6, micro_batch_size=4),
+        extractor=ExtractorConfig(model="Qwen/Qwen3-4B-Thinking-2507", max_new_tokens=2048, learning_rate=1e-6),
+        bank=BankConfig(embedder="Qwen/Qwen3-Embedding-0.6B"),
     ),
 }
+
+
+NESTED = ("rollout", "actor", "extractor", "bank")
+"""Fields of :class:`ExperimentConfig` that are configs themselves (overridden as ``"actor.learning_rate"``)."""
 
 
 def make_config(profile: str = "smoke", **overrides: Any) -> ExperimentConfig:
@@ -140,8 +194,8 @@ def make_config(profile: str = "smoke", **overrides: Any) -> ExperimentConfig:
         if value is None:
             continue
         head, _, sub = key.partition(".")
-        if head not in fields or (sub and head not in ("rollout", "actor")):
-            raise ValueError(f"unknown config field {key!r}; accepted: {', '.join(fields)} (nested as actor.X / rollout.X)")
+        if head not in fields or (sub and head not in NESTED):
+            raise ValueError(f"unknown config field {key!r}; accepted: {', '.join(fields)} (nested as {'.X / '.join(NESTED)}.X)")
         if sub:
             nested.setdefault(head, {})[sub] = value
         else:

@@ -8,7 +8,7 @@ behaviour log-probs of those tokens. Trainers use the ids as they are and never 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Protocol, Sequence
 
 import gymnasium as gym
 from tqdm.auto import tqdm
@@ -39,30 +39,26 @@ class RolloutConfig:
         return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, stop=self.stop)
 
 
-@dataclass
-class Trajectory:
-    """One finished episode."""
+class Experience(Protocol):
+    """An experience entry as the actor sees it (``comprl.bank.Entry`` is one)."""
 
-    env_id: str
-    seed: int
-    group: int
-    """Index of the task instance this rollout belongs to (its GRPO group)."""
-    guided: bool = False
-    """Whether an experience entry was in the prompt (the experience-guided half of the group)."""
-    experience: str | None = None
-    """The experience text shown to the actor, if any."""
+    id: int
+    text: str
+
+
+Retriever = Callable[[Sequence[str]], Sequence["Experience | None"]]
+"""Maps one query per guided episode (its instruction and first observation) to an entry, or ``None``."""
+
+
+@dataclass(kw_only=True)
+class PackedSequence:
+    """A token sequence in which the model's own tokens are marked and carry their behaviour log-probs."""
+
     token_ids: list[int] = field(default_factory=list)
     action_mask: list[int] = field(default_factory=list)
     """1 for tokens the model generated, 0 for context (prompt, observations, response prefix)."""
     logprobs: list[float] = field(default_factory=list)
     """Behaviour log-prob per token (0.0 on context tokens)."""
-    messages: list[dict[str, str]] = field(default_factory=list)
-    """A readable transcript: system, then alternating user (observation) and assistant (reply) messages."""
-    reward: float = 0.0
-    success: bool = False
-    turns: int = 0
-    invalid_actions: int = 0
-    truncated: bool = False
 
     def extend(self, ids: Sequence[int], logprobs: Sequence[float] | None = None) -> None:
         """Append context tokens (``logprobs is None``) or the model's own tokens with their log-probs."""
@@ -73,6 +69,33 @@ class Trajectory:
     @property
     def num_action_tokens(self) -> int:
         return sum(self.action_mask)
+
+
+@dataclass
+class Trajectory(PackedSequence):
+    """One finished episode."""
+
+    env_id: str
+    seed: int
+    group: int
+    """Index of the task instance this rollout belongs to (its GRPO group)."""
+    guided: bool = False
+    """Whether this rollout belongs to the experience-guided half of its group (it asked the bank for an entry)."""
+    experience: str | None = None
+    """The experience text shown to the actor, if the bank returned one."""
+    experience_ids: tuple[int, ...] = ()
+    """Bank ids of the entries shown to the actor."""
+    instruction: str = ""
+    """The task instruction (the goal the extractor is told about)."""
+    index: int = 0
+    """Position in its rollout batch (with the step, it names the trajectory in the bank's operations log)."""
+    messages: list[dict[str, str]] = field(default_factory=list)
+    """A readable transcript: system, then alternating user (observation) and assistant (reply) messages."""
+    reward: float = 0.0
+    success: bool = False
+    turns: int = 0
+    invalid_actions: int = 0
+    truncated: bool = False
 
 
 def system_prompt(instruction: str, experience: str | None = None) -> str:
@@ -89,7 +112,8 @@ def run_episodes(
     config: RolloutConfig,
     *,
     groups: Sequence[int] | None = None,
-    experiences: Sequence[str | None] | None = None,
+    guided: Sequence[bool] | None = None,
+    retrieve: Retriever | None = None,
     progress: bool = False,
 ) -> list[Trajectory]:
     """Play one episode in each env, all in lockstep, and return the trajectories in env order.
@@ -100,25 +124,41 @@ def run_episodes(
         seeds: one env seed per env (rollouts of one task instance share a seed).
         config: sampling and formatting.
         groups: GRPO group index per env (default: one group per env).
-        experiences: optional experience text per env; ``None`` entries play experience-free.
+        guided: which episodes are experience-guided (default none). Their first observation, after the
+            instruction, is the query ``retrieve`` answers, in one batched call; the entry it returns enters the
+            system prompt under :data:`EXPERIENCE_HEADING`.
+        retrieve: the bank lookup for guided episodes (required when any episode is guided).
         progress: show a per-turn progress bar.
     """
     n = len(envs)
     if len(seeds) != n:
         raise ValueError(f"got {len(seeds)} seeds for {n} envs")
     groups = list(range(n)) if groups is None else list(groups)
-    experiences = [None] * n if experiences is None else list(experiences)
-    if len(groups) != n or len(experiences) != n:
-        raise ValueError("groups and experiences must have one entry per env")
+    guided = [False] * n if guided is None else [bool(g) for g in guided]
+    if len(groups) != n or len(guided) != n:
+        raise ValueError("groups and guided must have one entry per env")
+    if any(guided) and retrieve is None:
+        raise ValueError("guided episodes need a retrieve function")
     fmt = ChatFormat.from_tokenizer(engine.tokenizer)
     prefix_ids = fmt.encode(config.response_prefix) if config.response_prefix else []
     sampling = config.sampling()
 
+    starts = [env.reset(seed=int(seed)) for env, seed in zip(envs, seeds)]
+    queried = [i for i in range(n) if guided[i]]
+    found = list(retrieve([f"{starts[i][1]['instruction']}\n{starts[i][0]}" for i in queried])) if queried else []
+    if len(found) != len(queried):
+        raise ValueError(f"retrieve returned {len(found)} results for {len(queried)} queries")
+    experiences: list[Experience | None] = [None] * n
+    for i, entry in zip(queried, found):
+        experiences[i] = entry
     trajectories: list[Trajectory] = []
-    for env, seed, group, experience in zip(envs, seeds, groups, experiences):
-        obs, info = env.reset(seed=int(seed))
-        system = system_prompt(info["instruction"], experience)
-        traj = Trajectory(env.spec.id if env.spec else type(env).__name__, int(seed), group, experience is not None, experience)
+    for env, seed, group, is_guided, experience, (obs, info) in zip(envs, seeds, groups, guided, experiences, starts):
+        text = None if experience is None else experience.text
+        system = system_prompt(info["instruction"], text)
+        traj = Trajectory(
+            env.spec.id if env.spec else type(env).__name__, int(seed), group, is_guided, text,
+            () if experience is None else (int(experience.id),), info["instruction"], len(trajectories),
+        )
         traj.messages = [{"role": "system", "content": system}, {"role": "user", "content": obs}]
         traj.extend(fmt.start(system, obs) + prefix_ids)
         trajectories.append(traj)

@@ -43,6 +43,11 @@ class Run:
     def db_path(self) -> Path:
         return self.path / "run.duckdb"
 
+    @property
+    def bank_path(self) -> Path:
+        """The experience bank's DuckDB file (methods with experience)."""
+        return self.path / "bank.duckdb"
+
     def config(self) -> ExperimentConfig:
         return ExperimentConfig.from_dict(json.loads((self.path / "config.json").read_text()))
 
@@ -99,26 +104,28 @@ def load_metrics(runs: Iterable[Run | str | Path]) -> pd.DataFrame:
 
 
 def summary_table(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Success before and after training per method and env (mean over seeds), from the ``eval`` rows."""
+    """Success before and after training per method and env (mean over seeds), from the ``eval`` rows.
+
+    Methods with a bank also get ``guided_success_after``: the final evaluation with experience retrieved.
+    """
     evals = metrics[metrics["phase"] == "eval"]
     if evals.empty:
         return pd.DataFrame(columns=["method", "env_id", "seeds", "success_before", "success_after"])
     first = evals.loc[evals.groupby("run")["step"].idxmin()]
     last = evals.loc[evals.groupby("run")["step"].idxmax()]
-    merged = first[["run", "method", "env_id", "success_rate"]].merge(
-        last[["run", "success_rate", "mean_episode_length", "invalid_action_rate"]], on="run", suffixes=("_before", "_after")
-    )
-    return (
-        merged.groupby(["method", "env_id"])
-        .agg(
-            seeds=("run", "count"),
-            success_before=("success_rate_before", "mean"),
-            success_after=("success_rate_after", "mean"),
-            episode_length_after=("mean_episode_length", "mean"),
-            invalid_action_rate_after=("invalid_action_rate", "mean"),
-        )
-        .reset_index()
-    )
+    after = ["run", "success_rate", "mean_episode_length", "invalid_action_rate"]
+    after += ["guided_success_rate"] if "guided_success_rate" in last else []
+    merged = first[["run", "method", "env_id", "success_rate"]].merge(last[after], on="run", suffixes=("_before", "_after"))
+    columns = {
+        "seeds": ("run", "count"),
+        "success_before": ("success_rate_before", "mean"),
+        "success_after": ("success_rate_after", "mean"),
+        "episode_length_after": ("mean_episode_length", "mean"),
+        "invalid_action_rate_after": ("invalid_action_rate", "mean"),
+    }
+    if "guided_success_rate" in merged:
+        columns["guided_success_after"] = ("guided_success_rate", "mean")
+    return merged.groupby(["method", "env_id"]).agg(**columns).reset_index()
 
 
 def plot_learning_curves(metrics: pd.DataFrame, metric: str = "success_rate", phase: str = "train", ax: Any = None) -> Any:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
-from comprl.llm import HFEngine, load_model
+from comprl.llm import HFEngine, load_model, token_logprobs
+from comprl.rollout import PackedSequence
+from comprl.trainers.policy import pad_batch
 
 
 @pytest.fixture(scope="module")
@@ -17,3 +20,29 @@ def tiny():
 def tiny_engine(tiny):
     model, tokenizer = tiny
     return HFEngine(model, tokenizer)
+
+
+def pack(prompts, completions) -> list[PackedSequence]:
+    """One packed sequence per (prompt ids, completion): prompt as context, completion with its log-probs."""
+    sequences = []
+    for prompt, completion in zip(prompts, completions):
+        sequence = PackedSequence()
+        sequence.extend(prompt)
+        sequence.extend(completion.token_ids, completion.logprobs)
+        sequences.append(sequence)
+    return sequences
+
+
+@pytest.fixture()
+def assert_logprobs_match_fresh_pass():
+    """Check that the behaviour log-probs of packed sequences equal a fresh forward pass's (within fp tolerance)."""
+
+    def check(model, pad_id, sequences, temperature) -> None:
+        batch = pad_batch(sequences, pad_id)
+        with torch.no_grad():
+            fresh = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["action_mask"], temperature)
+        mask = batch["action_mask"].bool()
+        assert mask.sum() == sum(s.num_action_tokens for s in sequences) > 0
+        torch.testing.assert_close(fresh[mask], batch["old_logprobs"][mask], atol=1e-4, rtol=1e-4)
+
+    return check

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import pack
 
 from comprl.chat import ChatFormat
-from comprl.llm import HFEngine, SamplingParams, load_model, token_logprobs
-from comprl.trainers.actor import pad_batch
-from comprl.rollout import Trajectory
+from comprl.llm import HFEngine, SamplingParams, load_model
 
 
 def _prompts(tokenizer):
@@ -17,24 +16,13 @@ def _prompts(tokenizer):
     return [fmt.start("You play a game.", t) for t in texts]
 
 
-def test_behaviour_logprobs_equal_fresh_forward_pass_with_left_padding(tiny, tiny_engine):
+def test_behaviour_logprobs_equal_fresh_forward_pass_with_left_padding(tiny, tiny_engine, assert_logprobs_match_fresh_pass):
     model, tokenizer = tiny
     prompts = _prompts(tokenizer)
     assert len({len(p) for p in prompts}) == 3  # different lengths: left padding is exercised
     torch.manual_seed(0)
     completions = tiny_engine.generate(prompts, SamplingParams(max_new_tokens=12, temperature=0.7))
-    trajectories = []
-    for prompt, completion in zip(prompts, completions):
-        t = Trajectory("test", 0, 0)
-        t.extend(prompt)
-        t.extend(completion.token_ids, completion.logprobs)
-        trajectories.append(t)
-    batch = pad_batch(trajectories, tokenizer.pad_token_id)
-    with torch.no_grad():
-        fresh = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["action_mask"], 0.7)
-    mask = batch["action_mask"].bool()
-    assert mask.sum() == sum(len(c.token_ids) for c in completions) > 0
-    torch.testing.assert_close(fresh[mask], batch["old_logprobs"][mask], atol=1e-4, rtol=1e-4)
+    assert_logprobs_match_fresh_pass(model, tokenizer.pad_token_id, pack(prompts, completions), 0.7)
 
 
 def test_stop_string_ends_the_completion(tiny, tiny_engine):

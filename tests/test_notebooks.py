@@ -2,23 +2,61 @@
 
 from __future__ import annotations
 
+import json
+
 import duckdb
 import pandas as pd
+import pytest
 
+from comprl.bank import Embedder, ExperienceBank, NewEntry, Write
 from comprl.cli import main
 
+ROOM = "comprl/Room-Ultimate-5x5-v0"
 
-def test_notebook_01_smoke_profile_writes_table_figure_and_run(tmp_path):
+
+@pytest.fixture(scope="module")
+def seeded_bank(tmp_path_factory):
+    """A bank with three Room lessons, so the tiny models' guided episodes retrieve real entries."""
+    path = tmp_path_factory.mktemp("bank") / "seed.duckdb"
+    lessons = [
+        ("Find the stairs", "Look for the > symbol on the map and walk toward it."),
+        ("Avoid monsters", "Step around letters on the map; they are monsters."),
+        ("Use diagonals", "Diagonal moves cover the room in fewer turns."),
+    ]
+    with ExperienceBank(path, Embedder()) as bank:
+        bank.apply([Write("add", entry=NewEntry(t, c)) for t, c in lessons], step=0, task=ROOM)
+    return path
+
+
+def test_notebook_01_runs_comp_rl_and_baseline_side_by_side(tmp_path, seeded_bank):
     out = tmp_path / "nb01"
-    assert main(["run", "01_single_task", "--profile", "smoke", "--output-dir", str(out), "-p", "seeds", "[0, 1]"]) == 0
+    overrides = json.dumps({"bank.init_from": str(seeded_bank)})
+    assert main(["run", "01_single_task", "--profile", "smoke", "--output-dir", str(out), "-p", "overrides", overrides]) == 0
     assert (out / "01_single_task.ipynb").is_file()  # the executed copy
-    for name in ("summary.csv", "metrics.csv", "learning_curve.png", "learning_curve.pdf"):
+    for name in ("summary.csv", "metrics.csv", "learning_curve.png", "learning_curve.pdf", "bank.csv"):
         assert (out / name).stat().st_size > 0, name
-    summary = pd.read_csv(out / "summary.csv")
-    assert list(summary["method"]) == ["baseline"] and summary["seeds"].item() == 2
-    for seed in (0, 1):
-        run = out / f"baseline_seed{seed}"
-        assert (run / "config.json").is_file()
-        with duckdb.connect(str(run / "run.duckdb"), read_only=True) as con:
+    summary = pd.read_csv(out / "summary.csv").set_index("method")
+    assert sorted(summary.index) == ["baseline", "comp_rl"]
+    assert summary.loc["comp_rl", "guided_success_after"] >= 0 and pd.isna(summary.loc["baseline", "guided_success_after"])
+    for method in ("baseline", "comp_rl"):
+        with duckdb.connect(str(out / f"{method}_seed0" / "run.duckdb"), read_only=True) as con:
             phases = con.execute("SELECT phase, count(*) FROM metrics GROUP BY phase ORDER BY phase").fetchall()
         assert phases == [("eval", 2), ("train", 2)]  # eval before and after, 2 smoke steps
+    assert not (out / "baseline_seed0" / "bank.duckdb").exists()
+
+    comp = pd.read_csv(out / "metrics.csv").query("method == 'comp_rl' and phase == 'train'")
+    assert (comp["guided_with_entry"] == 2).all()  # 2 instances x K/2 = 2 guided rollouts, each shown an entry
+    assert (comp["extractor_outputs"] >= 4).all() and (comp["bank_size"] >= 1).all()
+    assert (comp["extractor_valid"] + comp["extractor_rejected"] == comp["extractor_outputs"]).all()
+    bank = pd.read_csv(out / "bank.csv")
+    assert bank["uses"].sum() >= 4  # the seeded lessons were used by the guided episodes of both steps
+
+
+def test_notebook_06_explores_a_run_bank(tmp_path, seeded_bank):
+    out = tmp_path / "nb06"
+    overrides = json.dumps({"bank.init_from": str(seeded_bank)})
+    params = ["-p", "output_dir", str(out / "runs"), "-p", "overrides", overrides]
+    assert main(["run", "06_bank_explorer", "--profile", "smoke", "--output-dir", str(out), *params]) == 0
+    executed = json.loads((out / "06_bank_explorer.ipynb").read_text())
+    text = json.dumps(executed["cells"])
+    assert "Find the stairs" in text and "application/vnd.jupyter.widget-view+json" in text

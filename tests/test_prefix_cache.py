@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import pack
 
 from comprl.chat import ChatFormat
-from comprl.llm import HFEngine, SamplingParams, load_model, token_logprobs
-from comprl.rollout import Trajectory
-from comprl.trainers.actor import pad_batch
+from comprl.llm import HFEngine, SamplingParams, load_model
+
 
 @pytest.fixture(scope="module")
 def sharp():
@@ -99,25 +99,15 @@ def test_multi_turn_greedy_with_cache_equals_without(sharp):
     assert cached.cached_tokens == sum(len(p) + len(c.token_ids) - 1 for p, c in zip(last_prompts, last_out))
 
 
-def test_multi_turn_sampling_with_cache_matches_fresh_forward_pass(sharp):
+def test_multi_turn_sampling_with_cache_matches_fresh_forward_pass(sharp, assert_logprobs_match_fresh_pass):
     model, tokenizer = sharp
     plain, cached = HFEngine(model, tokenizer), HFEngine(model, tokenizer)
     params = SamplingParams(max_new_tokens=10, temperature=0.7)
     expected = _play(plain, params, turns=3, use_sessions=False, seed=5)
     got = _play(cached, params, turns=3, use_sessions=True, seed=5)
     _assert_same(expected, got)  # same seed, same distributions: same samples
-    trajectories = []
-    for prompts, completions in got:
-        for prompt, completion in zip(prompts, completions):
-            t = Trajectory("test", 0, 0)
-            t.extend(prompt)
-            t.extend(completion.token_ids, completion.logprobs)
-            trajectories.append(t)
-    batch = pad_batch(trajectories, tokenizer.pad_token_id)
-    with torch.no_grad():
-        fresh = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["action_mask"], 0.7)
-    mask = batch["action_mask"].bool()
-    torch.testing.assert_close(fresh[mask], batch["old_logprobs"][mask], atol=1e-4, rtol=1e-4)
+    sequences = [s for prompts, completions in got for s in pack(prompts, completions)]
+    assert_logprobs_match_fresh_pass(model, tokenizer.pad_token_id, sequences, 0.7)
 
 
 def test_prompt_that_does_not_extend_the_kept_ids_is_prefilled_in_full(sharp):

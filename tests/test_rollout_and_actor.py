@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -49,10 +50,25 @@ def test_invalid_replies_are_counted_not_raised(tiny_engine):
 
 
 def test_experience_enters_the_system_prompt_under_its_heading(tiny_engine):
-    trajectories = _rollouts(tiny_engine, n=2, max_turns=1, experiences=["Walk diagonally first.", None])
-    assert trajectories[0].guided and EXPERIENCE_HEADING in trajectories[0].messages[0]["content"]
-    assert "Walk diagonally first." in trajectories[0].messages[0]["content"]
-    assert not trajectories[1].guided and EXPERIENCE_HEADING not in trajectories[1].messages[0]["content"]
+    queries: list[str] = []
+
+    def retrieve(batch):
+        queries.extend(batch)
+        return [SimpleNamespace(id=41, text="Walk diagonally first.")] + [None] * (len(batch) - 1)
+
+    trajectories = _rollouts(tiny_engine, n=3, max_turns=1, guided=[True, False, True], retrieve=retrieve)
+    assert len(queries) == 2 and all(q.startswith(trajectories[0].instruction) and "Map:" in q for q in queries)
+    first, free, unlucky = trajectories
+    assert first.guided and first.experience_ids == (41,) and EXPERIENCE_HEADING in first.messages[0]["content"]
+    assert "Walk diagonally first." in first.messages[0]["content"]
+    assert not free.guided and EXPERIENCE_HEADING not in free.messages[0]["content"]
+    # guided but the bank had nothing: still in the guided half, with no heading
+    assert unlucky.guided and unlucky.experience_ids == () and EXPERIENCE_HEADING not in unlucky.messages[0]["content"]
+
+
+def test_guided_episodes_need_a_retriever(tiny_engine):
+    with pytest.raises(ValueError, match="retrieve"):
+        _rollouts(tiny_engine, n=2, guided=[True, False])
 
 
 def test_same_seeds_give_the_same_rollouts(tiny_engine):

@@ -17,6 +17,7 @@ A subclass implements `instruction`, `action_words`, `_reset_game`, `_play` and 
 from __future__ import annotations
 
 import abc
+import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,6 +42,10 @@ _TRAILING_PUNCTUATION = ".,;:!?"
 _FEEDBACK_SNIPPET_CHARS = 40
 
 
+_OPEN_TAG = re.compile(re.escape(ANSWER_OPEN), re.IGNORECASE)
+_CLOSE_TAG = re.compile(re.escape(ANSWER_CLOSE), re.IGNORECASE)
+
+
 def extract_answer(text: str) -> str | None:
     """Return the normalised action text inside a model reply, or None when its answer tags are malformed.
 
@@ -48,16 +53,14 @@ def extract_answer(text: str) -> str | None:
     the whole reply. A last ``<answer>`` left unclosed, or a ``</answer>`` with no opening tag, is
     malformed. Tags are matched case-insensitively.
     """
-    lowered = text.lower()
-    start = lowered.rfind(ANSWER_OPEN)
-    if start == -1:
-        if ANSWER_CLOSE in lowered:
-            return None
-        return normalize_action(text)
-    end = lowered.find(ANSWER_CLOSE, start)
-    if end == -1:
+    opens = list(_OPEN_TAG.finditer(text))
+    if not opens:
+        return None if _CLOSE_TAG.search(text) else normalize_action(text)
+    last = opens[-1]
+    close = _CLOSE_TAG.search(text, last.end())
+    if close is None:
         return None
-    return normalize_action(text[start + len(ANSWER_OPEN) : end])
+    return normalize_action(text[last.end() : close.start()])
 
 
 def normalize_action(text: str) -> str:

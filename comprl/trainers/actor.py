@@ -2,89 +2,34 @@
 
 from __future__ import annotations
 
-import time
+import functools
 from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 from transformers import PreTrainedModel
 
-from comprl.llm.scoring import token_logprobs
-from comprl.objectives import AGGREGATIONS, grpo_policy_loss, split_group_advantages
+from comprl.objectives import grpo_policy_loss, split_group_advantages
 from comprl.rollout import Trajectory
+from comprl.trainers.policy import OptimConfig, PolicyTrainer
 
 
 @dataclass(frozen=True)
-class ActorConfig:
+class ActorConfig(OptimConfig):
     """Optimisation settings of the actor (GRPO)."""
 
-    learning_rate: float = 1e-6
-    """AdamW learning rate, constant. Paper: 1e-6 (full fine-tune of Qwen2.5-7B-Instruct)."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
     clip_eps: float = 0.2
     """PPO/GRPO clip range epsilon. Paper: 0.2."""
     scale_adv_by_std: bool = True
     """Divide advantages by the std of their half-group (paper Eq. 5); False = subtract the mean only (official code)."""
-    aggregation: str = "token-mean"
-    """Loss aggregation over tokens: "token-mean" or "seq-mean-token-mean"."""
-    max_grad_norm: float = 1.0
-    """Gradient-norm clip before each optimiser step."""
-    update_epochs: int = 1
-    """Optimiser steps per rollout batch (each over the whole batch). 1 = on-policy."""
-    micro_batch_size: int = 2
-    """Sequences per forward/backward pass (gradient accumulation across micro-batches)."""
-    lora_rank: int = 0
-    """LoRA rank through peft; 0 = full fine-tune."""
-    lora_alpha: int = 32
-    """LoRA scaling numerator (effective scale alpha / rank)."""
-    temperature: float = 1.0
-    """Temperature the rollouts were sampled at; log-probs are recomputed under it."""
-
-    def __post_init__(self) -> None:
-        if self.aggregation not in AGGREGATIONS:
-            raise ValueError(f"aggregation={self.aggregation!r}; accepted: {', '.join(AGGREGATIONS)}")
-        if self.micro_batch_size < 1 or self.update_epochs < 1:
-            raise ValueError("micro_batch_size and update_epochs must be >= 1")
 
 
-def pad_batch(trajectories: Sequence[Trajectory], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-pad packed trajectories into ``input_ids``, ``attention_mask``, ``action_mask``, ``old_logprobs``."""
-    width = max(len(t.token_ids) for t in trajectories)
-    shape = (len(trajectories), width)
-    batch = {
-        "input_ids": torch.full(shape, pad_id, dtype=torch.long),
-        "attention_mask": torch.zeros(shape, dtype=torch.long),
-        "action_mask": torch.zeros(shape, dtype=torch.float32),
-        "old_logprobs": torch.zeros(shape, dtype=torch.float32),
-    }
-    for row, t in enumerate(trajectories):
-        n = len(t.token_ids)
-        batch["input_ids"][row, :n] = torch.tensor(t.token_ids)
-        batch["attention_mask"][row, :n] = 1
-        batch["action_mask"][row, :n] = torch.tensor(t.action_mask, dtype=torch.float32)
-        batch["old_logprobs"][row, :n] = torch.tensor(t.logprobs, dtype=torch.float32)
-    return batch
-
-
-class ActorTrainer:
-    """Updates the actor with the split-group GRPO objective of :mod:`comprl.objectives`.
-
-    The model is trained in place (with LoRA adapters injected into it when ``lora_rank > 0``), so a
-    :class:`~comprl.llm.HFEngine` holding the same model generates with the new weights at once.
-    """
+class ActorTrainer(PolicyTrainer):
+    """Updates the actor with the split-group GRPO objective of :mod:`comprl.objectives`."""
 
     def __init__(self, model: PreTrainedModel, pad_token_id: int, config: ActorConfig = ActorConfig()) -> None:
-        self.config = config
-        self.pad_token_id = pad_token_id
-        if config.lora_rank > 0:
-            from peft import LoraConfig, get_peft_model
-
-            lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, target_modules="all-linear", lora_dropout=0.0)
-            model = get_peft_model(model, lora)
-        self.model = model
-        params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
+        loss_fn = functools.partial(grpo_policy_loss, clip_eps=config.clip_eps, aggregation=config.aggregation)
+        super().__init__(model, pad_token_id, config, loss_fn)
 
     def advantages(self, trajectories: Sequence[Trajectory]) -> torch.Tensor:
         """Split-group advantages: normalised within (task instance, guided/free) cells (paper Eq. 5)."""
@@ -96,63 +41,9 @@ class ActorTrainer:
         )
 
     def step(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
-        """Run ``update_epochs`` optimiser steps on one rollout batch; return diagnostics."""
-        started = time.perf_counter()
-        advantages = self.advantages(trajectories)
-        metrics: dict[str, float] = {}
-        self.model.train()
-        for _ in range(self.config.update_epochs):
-            self.optimizer.zero_grad(set_to_none=True)
-            metrics = self._accumulate(trajectories, advantages, backward=True)
-            if metrics["trained_sequences"] > 0:
-                params = [p for p in self.model.parameters() if p.requires_grad]
-                metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm))
-                self.optimizer.step()
-        self.model.eval()
-        metrics["advantage_abs_mean"] = float(advantages.abs().mean())
-        metrics["update_seconds"] = time.perf_counter() - started
-        return metrics
+        """One GRPO update on a rollout batch; returns diagnostics."""
+        return self.update(trajectories, self.advantages(trajectories))
 
-    @torch.no_grad()
     def loss(self, trajectories: Sequence[Trajectory]) -> float:
         """The GRPO loss of a batch under the current weights (no update)."""
-        return self._accumulate(trajectories, self.advantages(trajectories), backward=False)["loss"]
-
-    def _accumulate(self, trajectories: Sequence[Trajectory], advantages: torch.Tensor, backward: bool) -> dict[str, float]:
-        """Loss over the batch, micro-batch by micro-batch, weighted so the total equals the batch aggregate.
-
-        Sequences with zero advantage contribute nothing to the objective or its gradient, so they are skipped
-        (they still count in the aggregation denominators).
-        """
-        token_mean = self.config.aggregation == "token-mean"
-        denominator = sum(t.num_action_tokens for t in trajectories) if token_mean else sum(
-            t.num_action_tokens > 0 for t in trajectories
-        )
-        chosen = [i for i, t in enumerate(trajectories) if advantages[i] != 0 and t.num_action_tokens > 0]
-        totals = {"loss": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0, "approx_kl": 0.0}
-        trained_tokens = 0
-        device = next(self.model.parameters()).device
-        for start in range(0, len(chosen), self.config.micro_batch_size):
-            rows = chosen[start : start + self.config.micro_batch_size]
-            batch = {k: v.to(device) for k, v in pad_batch([trajectories[i] for i in rows], self.pad_token_id).items()}
-            with torch.set_grad_enabled(backward):
-                logprobs = token_logprobs(
-                    self.model, batch["input_ids"], batch["attention_mask"], batch["action_mask"], self.config.temperature
-                )
-                loss, stats = grpo_policy_loss(
-                    logprobs, batch["old_logprobs"], advantages[rows].to(device), batch["action_mask"],
-                    clip_eps=self.config.clip_eps, aggregation=self.config.aggregation,
-                )
-                tokens = int(batch["action_mask"].sum())
-                weight = (tokens if token_mean else len(rows)) / max(denominator, 1)
-                if backward:
-                    (loss * weight).backward()
-            totals["loss"] += loss.item() * weight
-            for key in ("clip_fraction", "ratio_mean", "approx_kl"):
-                totals[key] += stats[key] * tokens
-            trained_tokens += tokens
-        for key in ("clip_fraction", "ratio_mean", "approx_kl"):
-            totals[key] = totals[key] / trained_tokens if trained_tokens else 0.0
-        totals["trained_sequences"] = float(len(chosen))
-        totals["trained_tokens"] = float(trained_tokens)
-        return totals
+        return self.evaluate_loss(trajectories, self.advantages(trajectories))

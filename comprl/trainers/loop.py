@@ -1,23 +1,32 @@
-"""The experiment loop: roll out, update the actor, log; evaluation before and after training."""
+"""The experiment loop, one for every method: roll out, update the actor, feed the extractor, log.
+
+The methods of :data:`comprl.config.METHODS` differ only in configuration: whether rollouts are split into
+experience-guided and experience-free halves, and which of the two learners is updated.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
+import shutil
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from comprl.config import ExperimentConfig
+from comprl.bank import Embedder, ExperienceBank
+from comprl.config import TRAINS_ACTOR, TRAINS_EXTRACTOR, ExperimentConfig
 from comprl.envs import make
+from comprl.experience import ExperienceTrack
 from comprl.llm import HFEngine, load_model
-from comprl.rollout import RolloutConfig, Trajectory, run_episodes, summarize
+from comprl.rollout import Retriever, Trajectory, run_episodes, summarize
 from comprl.runs import Run
 from comprl.trainers.actor import ActorTrainer
+from comprl.trainers.extractor import ExtractorTrainer
 
 log = logging.getLogger(__name__)
 
@@ -42,25 +51,53 @@ def training_seeds(config: ExperimentConfig, step: int) -> list[int]:
     return [int(s) for s in rng.integers(0, EVAL_SEED_OFFSET, size=config.batch_instances)]
 
 
-def evaluate(engine: HFEngine, envs: Sequence, config: ExperimentConfig, progress: bool = False) -> dict[str, float]:
-    """Success and episode statistics on the held-out evaluation seeds (experience-free)."""
-    rollout = RolloutConfig(**{**config.rollout.__dict__, "temperature": config.eval_temperature})
+def evaluate(
+    engine: HFEngine, envs: Sequence, config: ExperimentConfig, retrieve: Retriever | None = None, progress: bool = False
+) -> dict[str, float]:
+    """Success and episode statistics on the held-out evaluation seeds; every episode guided when ``retrieve`` is given."""
+    rollout = dataclasses.replace(config.rollout, temperature=config.eval_temperature)
     trajectories: list[Trajectory] = []
     seeds = [EVAL_SEED_OFFSET + i for i in range(config.eval_episodes)]
     for start in range(0, len(seeds), len(envs)):
         chunk = seeds[start : start + len(envs)]
-        trajectories += run_episodes(engine, envs[: len(chunk)], chunk, rollout, progress=progress)
+        guided = [retrieve is not None] * len(chunk)
+        trajectories += run_episodes(engine, envs[: len(chunk)], chunk, rollout, guided=guided, retrieve=retrieve, progress=progress)
     return summarize(trajectories)
 
 
-def run_experiment(
-    config: ExperimentConfig, output_dir: str | Path = "results", name: str | None = None, progress: bool = True
-) -> Run:
-    """Run one experiment and return its run folder (config, metrics in ``run.duckdb``).
+def split_halves(config: ExperimentConfig) -> list[bool]:
+    """Which rollouts of a step are experience-guided: the first K/2 of every group (none for ``baseline``)."""
+    half = config.group_size // 2 if config.uses_experience else 0
+    return [k < half for _ in range(config.batch_instances) for k in range(config.group_size)]
 
-    Logged per training step (phase ``train``): episode metrics of the rollouts (success rate, return, length,
-    invalid-action rate), generation tokens/s, wall time per phase, and the actor's loss diagnostics.
-    Evaluation rows (phase ``eval``) are logged at step 0 and after the last step.
+
+def distill_choice(config: ExperimentConfig, step: int, n: int) -> list[int]:
+    """Indices of the trajectories the extractor reads this step (all, or a seeded random subset)."""
+    k = config.extractor.distill_per_step
+    if k <= 0 or k >= n:
+        return list(range(n))
+    return sorted(int(i) for i in np.random.default_rng([config.seed, step, 1]).choice(n, size=k, replace=False))
+
+
+MetricsCallback = Callable[[int, dict[str, float], str], None]
+"""Called with (step, metrics, phase) after every logged row, e.g. ``comprl.widgets.LiveTrainingPlot.callback``."""
+
+
+def run_experiment(
+    config: ExperimentConfig,
+    output_dir: str | Path = "results",
+    name: str | None = None,
+    progress: bool = True,
+    callback: MetricsCallback | None = None,
+) -> Run:
+    """Run one experiment and return its run folder (``config.json``, metrics in ``run.duckdb``, ``bank.duckdb``).
+
+    Per training step (phase ``train``): episode metrics of the rollouts (success rate, return, length,
+    invalid-action rate; for methods with experience also split into the guided and free halves), generation
+    tokens/s, wall time per phase (rollout, actor update, extraction, merge, extractor update, retrieval), the
+    actor's and extractor's loss diagnostics, bank size, and extractor outputs applied or rejected by reason.
+    Evaluation rows (phase ``eval``) at step 0 and after the last step, with and without experience.
+    ``callback`` sees every row as it is written (a live plot in a notebook).
     """
     device = resolve_device(config)
     random.seed(config.seed)
@@ -68,44 +105,120 @@ def run_experiment(
     torch.manual_seed(config.seed)
     envs = [make(config.env_id, max_turns=config.max_turns) for _ in range(config.batch_instances * config.group_size)]
     run = Run.create(output_dir, config, name)
-    model, tokenizer = load_model(config.model, dtype=getattr(torch, config.dtype), device=device, seed=config.seed)
-    trainer = ActorTrainer(model, tokenizer.pad_token_id, config.actor)
-    engine = HFEngine(trainer.model, tokenizer)
+
+    def record(step: int, phase: str, metrics: dict[str, float]) -> None:
+        run.log(step, phase, metrics)
+        if callback is not None:
+            callback(step, metrics, phase)
+
+    dtype = getattr(torch, config.dtype)
+    model, tokenizer = load_model(config.model, dtype=dtype, device=device, seed=config.seed)
+    actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor) if TRAINS_ACTOR[config.method] else None
+    engine = HFEngine(actor.model if actor else model, tokenizer)
+    track, extractor = _experience_track(config, run, dtype, device) if config.uses_experience else (None, None)
+    retrieve = track.retrieve if track else None
 
     if config.eval_episodes:
-        _log_eval(run, 0, evaluate(engine, envs, config))
+        _log_eval(record, 0, engine, envs, config, track)
+    guided = split_halves(config)
+    groups = [g for g in range(config.batch_instances) for _ in range(config.group_size)]
     bar = tqdm(range(1, config.steps + 1), desc=f"{config.method} on {config.env_id}", unit="step", disable=not progress)
     for step in bar:
         tokens0, seconds0 = engine.stats["generated_tokens"], engine.stats["seconds"]
         started = time.perf_counter()
         seeds = [s for s in training_seeds(config, step) for _ in range(config.group_size)]
-        groups = [g for g in range(config.batch_instances) for _ in range(config.group_size)]
-        trajectories = run_episodes(engine, envs, seeds, config.rollout, groups=groups)
-        rollout_seconds = time.perf_counter() - started
-        update = trainer.step(trajectories)
-        engine.sync_weights()
+        trajectories = run_episodes(engine, envs, seeds, config.rollout, groups=groups, guided=guided, retrieve=retrieve)
         generated = engine.stats["generated_tokens"] - tokens0
         metrics = {
             **summarize(trajectories),
-            **{f"actor_{k}": v for k, v in update.items() if k != "update_seconds"},
             "generated_tokens": generated,
             "tokens_per_second": generated / max(engine.stats["seconds"] - seconds0, 1e-9),
-            "rollout_seconds": rollout_seconds,
-            "update_seconds": update["update_seconds"],
-            "step_seconds": time.perf_counter() - started,
+            "rollout_seconds": time.perf_counter() - started,
         }
-        run.log(step, "train", metrics)
+        if actor is not None:
+            update = actor.step(trajectories)
+            engine.sync_weights()
+            metrics.update({f"actor_{k}": v for k, v in update.items() if k != "update_seconds"})
+            metrics["update_seconds"] = update["update_seconds"]
+        if track is not None:
+            metrics.update(_experience_step(config, step, trajectories, track, extractor))
+        metrics["step_seconds"] = time.perf_counter() - started
+        record(step, "train", metrics)
         bar.set_postfix(success=f"{metrics['success_rate']:.2f}", invalid=f"{metrics['invalid_action_rate']:.2f}")
         log.info(
-            "step %d/%d: success %.2f, invalid actions %.2f, %.0f tokens/s, rollout %.0fs, update %.0fs",
+            "step %d/%d: success %.2f, invalid actions %.2f, %.0f tokens/s, rollout %.0fs, update %.0fs%s",
             step, config.steps, metrics["success_rate"], metrics["invalid_action_rate"], metrics["tokens_per_second"],
-            rollout_seconds, update["update_seconds"],
+            metrics["rollout_seconds"], metrics.get("update_seconds", 0.0),
+            f", bank {metrics['bank_size']:.0f} entries, extractor outputs valid {metrics['extractor_valid']:.0f}"
+            f"/{metrics['extractor_outputs']:.0f}" if track else "",
         )
     if config.eval_episodes:
-        _log_eval(run, config.steps, evaluate(engine, envs, config))
+        _log_eval(record, config.steps, engine, envs, config, track)
+    if track is not None:
+        track.bank.close()
     return run
 
 
-def _log_eval(run: Run, step: int, metrics: dict[str, float]) -> None:
-    run.log(step, "eval", metrics)
-    log.info("eval after step %d: success %.2f over %d episodes", step, metrics["success_rate"], metrics["episodes"])
+def _experience_track(
+    config: ExperimentConfig, run: Run, dtype: torch.dtype, device: torch.device
+) -> tuple[ExperienceTrack, ExtractorTrainer | None]:
+    """The extractor (its own weights), the run's bank file, and the extractor trainer if this method trains it."""
+    model, tokenizer = load_model(config.extractor.model, dtype=dtype, device=device, seed=config.seed + 1)
+    trainer = ExtractorTrainer(model, tokenizer.pad_token_id, config.extractor) if TRAINS_EXTRACTOR[config.method] else None
+    engine = HFEngine(trainer.model if trainer else model, tokenizer)
+    if config.bank.init_from is not None:
+        if not Path(config.bank.init_from).is_file():
+            raise FileNotFoundError(f"bank.init_from={config.bank.init_from!r}: no such bank file")
+        shutil.copyfile(config.bank.init_from, run.bank_path)
+    bank = ExperienceBank(
+        run.bank_path, Embedder(config.bank.embedder, device=str(device)), capacity=config.bank.capacity, use_vss=config.bank.use_vss
+    )
+    return ExperienceTrack(engine, bank, config.extractor, task=config.env_id, top_k=config.bank.top_k), trainer
+
+
+def _experience_step(
+    config: ExperimentConfig, step: int, trajectories: Sequence[Trajectory], track: ExperienceTrack,
+    extractor: ExtractorTrainer | None,
+) -> dict[str, float]:
+    """After the actor's rollouts: bank usage counts, credit, extractor update, distillation, merge; their metrics."""
+    guided = [t for t in trajectories if t.guided]
+    free = [t for t in trajectories if not t.guided]
+    used = [t for t in guided if t.experience_ids]
+    track.bank.record_uses([t.experience_ids[0] for t in used], [t.success for t in used], step)
+    metrics = {
+        "guided_success_rate": summarize(guided)["success_rate"],
+        "free_success_rate": summarize(free)["success_rate"],
+        "guided_with_entry": float(len(used)),
+    }
+    if extractor is not None:
+        extractor.credit(trajectories, step)
+        update = extractor.maybe_step()
+        if update is not None:
+            track.engine.sync_weights()
+            metrics.update({f"extractor_{k}": v for k, v in update.items()})
+    samples = track.distill([trajectories[i] for i in distill_choice(config, step, len(trajectories))], step)
+    if config.extractor.merge_every and step % config.extractor.merge_every == 0:
+        samples += track.merge(step)
+    if extractor is not None:
+        extractor.add(samples)
+        metrics["extractor_pending"] = float(len(extractor.pending))
+        metrics["extractor_ready"] = float(len(extractor.ready))
+    metrics.update(track.take_stats())
+    metrics["bank_size"] = float(len(track.bank))
+    return metrics
+
+
+def _log_eval(
+    record: Callable[[int, str, dict[str, float]], None], step: int, engine: HFEngine, envs: Sequence, config: ExperimentConfig, track: ExperienceTrack | None
+) -> None:
+    """Evaluation rows: experience-free, and for methods with a bank also with experience (``guided_*`` columns)."""
+    metrics = evaluate(engine, envs, config)
+    if track is not None:
+        with_experience = evaluate(engine, envs, config, retrieve=track.retrieve)
+        metrics.update({f"guided_{k}": v for k, v in with_experience.items() if k != "episodes"})
+        track.take_stats()  # evaluation lookups are not part of the next training step's counters
+    record(step, "eval", metrics)
+    log.info(
+        "eval after step %d: success %.2f over %d episodes%s", step, metrics["success_rate"], metrics["episodes"],
+        f" (with experience {metrics['guided_success_rate']:.2f})" if track else "",
+    )

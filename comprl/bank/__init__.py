@@ -1,0 +1,27 @@
+"""The experience bank shared by the actor and the extractor.
+
+:class:`ExperienceBank` stores entries, their embeddings and a log of every operation in one DuckDB file, and
+answers nearest-neighbour queries (HNSW via the ``vss`` extension, or exact). :class:`Embedder` turns texts into
+vectors. Writes come as :class:`Write` batches that are applied whole or not at all.
+"""
+
+from comprl.bank.embedder import DEFAULT_MODEL, Embedder
+from comprl.bank.store import (
+    BankWriteError,
+    Entry,
+    ExperienceBank,
+    Hit,
+    NewEntry,
+    Write,
+)
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "BankWriteError",
+    "Embedder",
+    "Entry",
+    "ExperienceBank",
+    "Hit",
+    "NewEntry",
+    "Write",
+]

@@ -1,0 +1,167 @@
+"""The experience track of one experiment: the extractor LLM reading trajectories and writing the bank.
+
+:class:`ExperienceTrack` ties together an extractor generation engine, an :class:`~comprl.bank.ExperienceBank`
+and the prompts/validation of :mod:`comprl.extractor`:
+
+- ``retrieve`` answers the actor's guided episodes (top-k by cosine similarity within the task, top-1 by default);
+- ``distill`` prompts the extractor with finished trajectories and applies each valid answer atomically;
+- ``merge`` slides over the bank in chunks and lets the extractor merge, rewrite or discard entries.
+
+Every extractor call becomes an :class:`~comprl.trainers.extractor.ExtractorSample` carrying its prompt and reply
+tokens with behaviour log-probs, so the extractor trainer can learn from it later. Invalid answers are rejected
+whole, logged in the bank's operations log with their reason, and counted; the bank never sees half of one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from comprl.bank import BankWriteError, Entry, ExperienceBank
+from comprl.chat import ChatFormat
+from comprl.extractor import (
+    ExtractorFormat,
+    distill_messages,
+    merge_messages,
+    parse_distill,
+    parse_merge,
+    to_writes,
+)
+from comprl.llm.engine import GenerationEngine, SamplingParams
+from comprl.rollout import Trajectory
+from comprl.trainers.extractor import ExtractorConfig, ExtractorSample
+
+
+@dataclass
+class TrackStats:
+    """Counters of one actor step, reset by :meth:`ExperienceTrack.take_stats`."""
+
+    outputs: int = 0
+    valid: int = 0
+    writes_applied: int = 0
+    rejected: Counter = field(default_factory=Counter)
+    retrieval_seconds: float = 0.0
+    retrieval_queries: int = 0
+    extraction_seconds: float = 0.0
+    merge_seconds: float = 0.0
+
+    def as_metrics(self) -> dict[str, float]:
+        metrics = {
+            "extractor_outputs": float(self.outputs),
+            "extractor_valid": float(self.valid),
+            "extractor_rejected": float(sum(self.rejected.values())),
+            "bank_writes_applied": float(self.writes_applied),
+            "retrieval_seconds": self.retrieval_seconds,
+            "retrieval_ms_per_query": 1000 * self.retrieval_seconds / max(self.retrieval_queries, 1),
+            "extraction_seconds": self.extraction_seconds,
+            "merge_seconds": self.merge_seconds,
+        }
+        metrics.update({f"rejected_{reason}": float(n) for reason, n in self.rejected.items()})
+        return metrics
+
+
+class ExperienceTrack:
+    """Retrieval for the actor, distillation and merging by the extractor, for one task's bank."""
+
+    def __init__(
+        self, engine: GenerationEngine, bank: ExperienceBank, config: ExtractorConfig, task: str, top_k: int = 1
+    ) -> None:
+        self.engine = engine
+        self.bank = bank
+        self.config = config
+        self.task = task
+        self.top_k = top_k
+        self.format = ExtractorFormat(style=config.style)
+        self.chat = ChatFormat.from_tokenizer(engine.tokenizer)
+        self.sampling = SamplingParams(
+            max_new_tokens=config.max_new_tokens, temperature=config.temperature, stop=("</answer>",)
+        )
+        self.stats = TrackStats()
+
+    def take_stats(self) -> dict[str, float]:
+        """This step's counters as metrics, then zero them."""
+        metrics = self.stats.as_metrics()
+        self.stats = TrackStats()
+        return metrics
+
+    def retrieve(self, queries: Sequence[str]) -> list[Entry | None]:
+        """The best entry of this task's bank for each query (the first of the top-k), or None if it is empty."""
+        started = time.perf_counter()
+        hits = self.bank.search(list(queries), k=self.top_k, task=self.task)
+        self.stats.retrieval_seconds += time.perf_counter() - started
+        self.stats.retrieval_queries += len(queries)
+        return [found[0].entry if found else None for found in hits]
+
+    def distill(self, trajectories: Sequence[Trajectory], step: int) -> list[ExtractorSample]:
+        """Ask the extractor for operations on each trajectory and apply the valid answers."""
+        started = time.perf_counter()
+        used = [[self.bank.get(i) for i in t.experience_ids] for t in trajectories]
+        prompts = [
+            distill_messages(t.instruction, t.success, t.messages, entries, self.format)
+            for t, entries in zip(trajectories, used)
+        ]
+        samples = [
+            self.apply_output(sample, text, [e.id for e in entries], step, f"step{step}/episode{t.index}")
+            for t, entries, (sample, text) in zip(trajectories, used, self._generate(prompts, "distill", step))
+        ]
+        self.stats.extraction_seconds += time.perf_counter() - started
+        return samples
+
+    def merge(self, step: int) -> list[ExtractorSample]:
+        """One pass over this task's live entries, oldest first, in chunks of ``merge_chunk``."""
+        started = time.perf_counter()
+        live = self.bank.entries()
+        ids = [int(i) for i in live.loc[live["task"] == self.task].sort_values("id")["id"]]
+        chunks = [[self.bank.get(i) for i in ids[s : s + self.format.merge_chunk]] for s in range(0, len(ids), self.format.merge_chunk)]
+        chunks = [chunk for chunk in chunks if len(chunk) > 1]
+        generated = self._generate([merge_messages(chunk, self.format) for chunk in chunks], "merge", step)
+        samples = [
+            self.apply_output(sample, text, [e.id for e in chunk], step, f"step{step}/merge")
+            for chunk, (sample, text) in zip(chunks, generated)
+        ]
+        self.stats.merge_seconds += time.perf_counter() - started
+        return samples
+
+    def _generate(self, prompts: list[list[dict[str, str]]], kind: str, step: int) -> list[tuple[ExtractorSample, str]]:
+        """One batched extractor call; each reply comes back as a sample (tokens, log-probs) and its full text."""
+        if not prompts:
+            return []
+        prefix = self.chat.encode(self.config.response_prefix) if self.config.response_prefix else []
+        contexts = [self.chat.start(m[0]["content"], m[1]["content"]) + prefix for m in prompts]
+        out = []
+        for context, completion in zip(contexts, self.engine.generate(contexts, self.sampling)):
+            sample = ExtractorSample(kind=kind, step=step)
+            sample.extend(context)
+            sample.extend(completion.token_ids, completion.logprobs)
+            out.append((sample, self.config.response_prefix + completion.text))
+        self.stats.outputs += len(out)
+        return out
+
+    def apply_output(self, sample: ExtractorSample, raw: str, ids: Sequence[int], step: int, source: str) -> ExtractorSample:
+        """Validate one extractor reply, apply it atomically, and record the new entry ids on its sample.
+
+        ``ids`` are the bank ids of the entries the prompt showed, in prompt order; ``sample.kind`` says which
+        prompt it answered. A rejection (by the validator, or by the bank, e.g. an update of an entry deleted
+        meanwhile) is logged with its reason and counted, and earns the configured invalid-output reward, if any.
+        """
+        parse = parse_distill if sample.kind == "distill" else parse_merge
+        parsed = parse(raw, len(ids), self.format)
+        reason = parsed.reason
+        if reason is None:
+            writes = to_writes(parsed, ids)
+            try:
+                new_ids = self.bank.apply(writes, step=step, task=self.task, source=source, raw=raw, origin=sample.kind)
+            except BankWriteError as error:
+                reason = error.reason
+            else:
+                self.stats.valid += 1
+                self.stats.writes_applied += len(writes)
+                sample.entry_ids = tuple(new_ids)
+                return sample
+        self.stats.rejected[reason] += 1
+        self.bank.log_rejection(step=step, task=self.task, reason=reason, source=source, raw=raw, origin=sample.kind)
+        if self.config.invalid_reward is not None:
+            sample.outcomes.append(self.config.invalid_reward)
+        return sample

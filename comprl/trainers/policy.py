@@ -1,0 +1,151 @@
+"""What the actor (GRPO) and the extractor (CISPO) trainers share: optimiser set-up and micro-batched updates.
+
+Both learners train on packed sequences (:class:`~comprl.rollout.PackedSequence`: token ids, a mask of the
+model's own tokens, behaviour log-probs) with one advantage per sequence; they differ only in the per-token loss
+of :mod:`comprl.objectives` and in how advantages are computed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+from transformers import PreTrainedModel
+
+from comprl.llm.scoring import token_logprobs
+from comprl.objectives import AGGREGATIONS
+from comprl.rollout import PackedSequence
+
+LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, dict[str, float]]]
+"""(logprobs, old_logprobs, advantages, mask) -> (loss, stats with clip_fraction, ratio_mean, approx_kl)."""
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Optimisation settings common to both learners."""
+
+    learning_rate: float = 1e-6
+    """AdamW learning rate, constant. Paper: 1e-6 for both models (full fine-tune)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    aggregation: str = "token-mean"
+    """Loss aggregation over tokens: "token-mean" (paper) or "seq-mean-token-mean" (official code)."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip before each optimiser step."""
+    update_epochs: int = 1
+    """Optimiser steps per batch (each over the whole batch). 1 = on-policy."""
+    micro_batch_size: int = 2
+    """Sequences per forward/backward pass (gradient accumulation across micro-batches)."""
+    lora_rank: int = 0
+    """LoRA rank through peft; 0 = full fine-tune."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator (effective scale alpha / rank)."""
+    temperature: float = 1.0
+    """Temperature the sequences were sampled at; log-probs are recomputed under it."""
+
+    def __post_init__(self) -> None:
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation={self.aggregation!r}; accepted: {', '.join(AGGREGATIONS)}")
+        if self.micro_batch_size < 1 or self.update_epochs < 1:
+            raise ValueError("micro_batch_size and update_epochs must be >= 1")
+
+
+def pad_batch(sequences: Sequence[PackedSequence], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad packed sequences into ``input_ids``, ``attention_mask``, ``action_mask``, ``old_logprobs``."""
+    width = max(len(s.token_ids) for s in sequences)
+    shape = (len(sequences), width)
+    batch = {
+        "input_ids": torch.full(shape, pad_id, dtype=torch.long),
+        "attention_mask": torch.zeros(shape, dtype=torch.long),
+        "action_mask": torch.zeros(shape, dtype=torch.float32),
+        "old_logprobs": torch.zeros(shape, dtype=torch.float32),
+    }
+    for row, s in enumerate(sequences):
+        n = len(s.token_ids)
+        batch["input_ids"][row, :n] = torch.tensor(s.token_ids)
+        batch["attention_mask"][row, :n] = 1
+        batch["action_mask"][row, :n] = torch.tensor(s.action_mask, dtype=torch.float32)
+        batch["old_logprobs"][row, :n] = torch.tensor(s.logprobs, dtype=torch.float32)
+    return batch
+
+
+class PolicyTrainer:
+    """A policy-gradient learner over packed sequences; subclasses supply the loss and the advantages.
+
+    The model is trained in place (with LoRA adapters injected into it when ``lora_rank > 0``), so a
+    :class:`~comprl.llm.HFEngine` holding the same model generates with the new weights at once (after
+    ``engine.sync_weights()`` drops its KV cache).
+    """
+
+    def __init__(self, model: PreTrainedModel, pad_token_id: int, config: OptimConfig, loss_fn: LossFn) -> None:
+        self.config = config
+        self.pad_token_id = pad_token_id
+        self.loss_fn = loss_fn
+        if config.lora_rank > 0:
+            from peft import LoraConfig, get_peft_model
+
+            lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, target_modules="all-linear", lora_dropout=0.0)
+            model = get_peft_model(model, lora)
+        self.model = model
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
+
+    def update(self, sequences: Sequence[PackedSequence], advantages: torch.Tensor) -> dict[str, float]:
+        """Run ``update_epochs`` optimiser steps on one batch with the given per-sequence advantages."""
+        started = time.perf_counter()
+        metrics: dict[str, float] = {}
+        self.model.train()
+        for _ in range(self.config.update_epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            metrics = self._accumulate(sequences, advantages, backward=True)
+            if metrics["trained_sequences"] > 0:
+                params = [p for p in self.model.parameters() if p.requires_grad]
+                metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm))
+                self.optimizer.step()
+        self.model.eval()
+        metrics["advantage_abs_mean"] = float(advantages.abs().mean()) if len(advantages) else 0.0
+        metrics["update_seconds"] = time.perf_counter() - started
+        return metrics
+
+    @torch.no_grad()
+    def evaluate_loss(self, sequences: Sequence[PackedSequence], advantages: torch.Tensor) -> float:
+        """The loss of a batch under the current weights (no update)."""
+        return self._accumulate(sequences, advantages, backward=False)["loss"]
+
+    def _accumulate(self, sequences: Sequence[PackedSequence], advantages: torch.Tensor, backward: bool) -> dict[str, float]:
+        """Loss over the batch, micro-batch by micro-batch, weighted so the total equals the batch aggregate.
+
+        Sequences with zero advantage contribute nothing to the objective or its gradient, so they are skipped
+        (they still count in the aggregation denominators).
+        """
+        token_mean = self.config.aggregation == "token-mean"
+        denominator = sum(s.num_action_tokens for s in sequences) if token_mean else sum(
+            s.num_action_tokens > 0 for s in sequences
+        )
+        chosen = [i for i, s in enumerate(sequences) if advantages[i] != 0 and s.num_action_tokens > 0]
+        totals = {"loss": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0, "approx_kl": 0.0}
+        trained_tokens = 0
+        device = next(self.model.parameters()).device
+        for start in range(0, len(chosen), self.config.micro_batch_size):
+            rows = chosen[start : start + self.config.micro_batch_size]
+            batch = {k: v.to(device) for k, v in pad_batch([sequences[i] for i in rows], self.pad_token_id).items()}
+            with torch.set_grad_enabled(backward):
+                logprobs = token_logprobs(
+                    self.model, batch["input_ids"], batch["attention_mask"], batch["action_mask"], self.config.temperature
+                )
+                loss, stats = self.loss_fn(logprobs, batch["old_logprobs"], advantages[rows].to(device), batch["action_mask"])
+                tokens = int(batch["action_mask"].sum())
+                weight = (tokens if token_mean else len(rows)) / max(denominator, 1)
+                if backward:
+                    (loss * weight).backward()
+            totals["loss"] += loss.item() * weight
+            for key in ("clip_fraction", "ratio_mean", "approx_kl"):
+                totals[key] += stats[key] * tokens
+            trained_tokens += tokens
+        for key in ("clip_fraction", "ratio_mean", "approx_kl"):
+            totals[key] = totals[key] / trained_tokens if trained_tokens else 0.0
+        totals["trained_sequences"] = float(len(chosen))
+        totals["trained_tokens"] = float(trained_tokens)
+        return totals

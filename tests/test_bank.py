@@ -1,0 +1,311 @@
+"""The experience bank: persistence, atomic writes, time travel from the log, capacity, and search quality."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from comprl.bank import BankWriteError, Embedder, ExperienceBank, NewEntry, Write
+
+DIM = 384
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    """The bundled all-MiniLM-L6-v2 (loading takes a few seconds, so once per module)."""
+    return Embedder()
+
+
+def add(title: str, content: str | None = None) -> Write:
+    return Write("add", entry=NewEntry(title, content if content is not None else f"content of {title}"))
+
+
+def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
+    x = rng.normal(size=(n, DIM)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def top_ids(results: list[list]) -> list[list[int]]:
+    return [[hit.entry.id for hit in hits] for hits in results]
+
+
+def test_embedder_gives_unit_vectors(embedder):
+    vectors = embedder.encode(["pick up the key", "push the boulder"])
+    assert embedder.dim == DIM
+    assert vectors.shape == (2, DIM) and vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert embedder.encode([]).shape == (0, DIM)
+    with pytest.raises(TypeError, match="single str"):
+        embedder.encode("one text")
+
+
+def test_round_trip_through_the_file(tmp_path, embedder):
+    path = tmp_path / "bank.duckdb"
+    rng = np.random.default_rng(0)
+    queries = unit_vectors(rng, 5)
+    with ExperienceBank(path, embedder) as bank:
+        assert bank.vss_enabled, "the vss extension should load offline from the duckdb-extension-vss wheel"
+        ids = bank.apply([add("keys", "Pick up the key first."), add("water", "Push a boulder into the river.")], step=0, task="t")
+        bank.record_uses([ids[0], ids[0]], [True, False], step=1)
+        bank.apply([Write("update", targets=(ids[0],), entry=NewEntry("keys v2", "Key, then door."))], step=1, task="t", raw="<answer>")
+        bank.log_rejection(step=2, task="t", reason="bad_json", raw="{oops")
+        bank.apply([Write("discard", targets=(ids[1],))], step=2, task="t", origin="merge")
+        bank.apply([add(f"filler {i}") for i in range(20)], step=3, task="u", embeddings=unit_vectors(rng, 20))
+        entries, ops = bank.entries(include_deleted=True), bank.operations()
+        hits = top_ids(bank.search_vectors(queries, k=3))
+        live = len(bank)
+    with ExperienceBank(path, embedder, ef_search=512) as bank:
+        assert bank.vss_enabled
+        pd.testing.assert_frame_equal(bank.entries(include_deleted=True), entries)
+        pd.testing.assert_frame_equal(bank.operations(), ops)
+        assert len(bank) == live == 21
+        assert top_ids(bank.search_vectors(queries, k=3)) == hits == top_ids(bank.search_vectors(queries, k=3, exact=True))
+        assert bank.at_step(1)["title"].tolist() == ["water", "keys v2"]
+    with pytest.raises(RuntimeError, match="closed"):
+        len(bank)
+
+
+def test_time_travel_replays_the_log(embedder):
+    rng = np.random.default_rng(1)
+    bank = ExperienceBank(None, embedder, capacity=5)
+
+    def write(writes, step, task="t"):
+        n_new = sum(w.kind != "discard" for w in writes)
+        return bank.apply(writes, step=step, task=task, embeddings=unit_vectors(rng, n_new))
+
+    snapshots = {}
+    a, b, c = write([add("A"), add("B"), add("C")], step=0)
+    snapshots[0] = bank.entries()
+    bank.record_uses([a, a, b], [True, False, True], step=1)
+    (d,) = write([Write("update", targets=(a, b), entry=NewEntry("D", "A and B merged"))], step=1)
+    bank.log_rejection(step=1, task="t", reason="too_many_ops")
+    snapshots[1] = bank.entries()
+    e, f, g, h = write([add("E"), add("F"), add("G"), add("H")], step=2, task="u")  # 6 live: evicts C
+    bank.record_uses([c], [True], step=2)  # a use landing after its entry was evicted still counts
+    snapshots[2] = bank.entries()
+    bank.record_uses([d, e], [False, True], step=3)
+    write([Write("discard", targets=(f,))], step=3)
+    write([], step=3)
+    snapshots[3] = bank.entries()
+    i, j = write([add("I"), add("J")], step=4)  # 6 live: evicts D
+    (k,) = write([Write("update", targets=(e,), entry=NewEntry("K", "E rewritten"))], step=4)
+    snapshots[4] = bank.entries()
+    bank.record_uses([k, g, g], [True, True, True], step=5)
+    snapshots[5] = bank.entries()
+    snapshots[6] = bank.entries()  # a step without any operation
+
+    assert bank.at_step(-1).empty
+    for step, snapshot in snapshots.items():
+        pd.testing.assert_frame_equal(bank.at_step(step), snapshot, obj=f"bank at step {step}")
+    assert snapshots[1].set_index("id").loc[d, "parents"] == (a, b)
+    assert bank.get(a).uses == 2 and bank.get(a).successes == 1 and bank.get(a).deleted
+    assert bank.get(c).uses == 1 and bank.get(c).deleted
+
+    ops = bank.operations()
+    assert ops["op"].tolist() == [
+        "add", "add", "add", "use", "use", "update", "reject", "add", "add", "add", "add", "evict", "use",
+        "use", "use", "discard", "none", "add", "add", "evict", "update", "use", "use",
+    ]  # fmt: skip
+    assert ops.loc[ops["op"] == "evict", "entry_id"].tolist() == [c, d]
+
+    changes = bank.diff(1, 4)
+    assert set(changes["added"]["id"]) == {g, h, i, j, k}
+    assert set(changes["removed"]["id"]) == {c, d}
+    assert changes["changed"].empty  # the survivors G and H were not used between steps 1 and 4
+    assert bank.diff(4, 5)["changed"].set_index("id").loc[g, ["uses", "uses_before"]].tolist() == [2, 0]
+    bank.close()
+
+
+def test_capacity_evicts_oldest_first(embedder):
+    rng = np.random.default_rng(2)
+    with ExperienceBank(None, embedder, capacity=3) as bank:
+        ids = bank.apply([add(f"e{i}") for i in range(3)], step=0, task="t", embeddings=unit_vectors(rng, 3))
+        new = bank.apply([add("e3"), add("e4")], step=1, task="t", embeddings=unit_vectors(rng, 2))
+        assert bank.entries()["id"].tolist() == [ids[2], *new]
+        (merged,) = bank.apply(
+            [Write("update", targets=(ids[2], new[0]), entry=NewEntry("m", "merged"))], step=2, task="t", embeddings=unit_vectors(rng, 1)
+        )
+        assert bank.entries()["id"].tolist() == [new[1], merged]  # 2 live, nothing to evict
+        last = bank.apply([add("e5"), add("e6")], step=3, task="t", embeddings=unit_vectors(rng, 2))
+        assert bank.entries()["id"].tolist() == [merged, *last]
+        evicted = bank.operations().query("op == 'evict'")
+        assert evicted["entry_id"].tolist() == [ids[0], ids[1], new[1]]
+        assert evicted["step"].tolist() == [1, 1, 3]
+        assert len(bank) == 3
+
+
+def test_failed_batch_changes_nothing(embedder):
+    rng = np.random.default_rng(3)
+    with ExperienceBank(None, embedder) as bank:
+        ids = bank.apply([add("a"), add("b"), add("c")], step=0, task="t", embeddings=unit_vectors(rng, 3))
+        bank.apply([Write("discard", targets=(ids[1],))], step=0, task="t")
+        entries, ops = bank.entries(include_deleted=True), bank.operations()
+
+        bad_batches = {
+            "deleted_target": [add("x"), Write("update", targets=(ids[1],), entry=NewEntry("y", "z"))],
+            "missing_target": [add("x"), Write("discard", targets=(999,))],
+            "duplicate_target": [Write("discard", targets=(ids[0],)), Write("update", targets=(ids[0],), entry=NewEntry("y", "z"))],
+            "empty_text": [add("x"), Write("add", entry=NewEntry("title", "  \n"))],
+            "malformed_write": [add("x"), Write("add", targets=(ids[0],), entry=NewEntry("y", "z"))],
+        }
+        for reason, writes in bad_batches.items():
+            with pytest.raises(BankWriteError) as caught:
+                bank.apply(writes, step=1, task="t", embeddings=unit_vectors(rng, sum(w.entry is not None for w in writes)))
+            assert caught.value.reason == reason and caught.value.write_index == 1
+            pd.testing.assert_frame_equal(bank.entries(include_deleted=True), entries)
+            pd.testing.assert_frame_equal(bank.operations(), ops)
+        for malformed in (Write("merge", targets=(ids[0],)), Write("discard"), Write("update", entry=NewEntry("y", "z"))):  # type: ignore[arg-type]
+            with pytest.raises(BankWriteError, match="write 0") as caught:
+                bank.apply([malformed], step=1, task="t")
+            assert caught.value.reason == "malformed_write"
+        with pytest.raises(KeyError, match="999"):
+            bank.record_uses([ids[0], 999], [True, True], step=1)
+
+        bank.log_rejection(step=1, task="t", reason="bad_json", source="step1/group0", raw="[{'op': add")
+        pd.testing.assert_frame_equal(bank.entries(include_deleted=True), entries)
+        last = bank.operations().iloc[-1]
+        assert (last["op"], last["result"], last["raw"], last["source"]) == ("reject", "rejected:bad_json", "[{'op': add", "step1/group0")
+        assert len(bank.operations()) == len(ops) + 1
+
+
+def test_text_is_stored_verbatim(embedder):
+    texts = [
+        ("'); DROP TABLE entries; --", "Robert'); DELETE FROM operations WHERE ('1'='1"),
+        ("placeholders ? $1 %s {0}", "SELECT * FROM entries WHERE title = ? -- \\' \" ;"),
+        ("Ключ 🗝️ → 門", "café\tnaïve\r\nzero\u200bwidth \\N \x01 emoji 👍🏽"),
+        ("long", "0123456789abcdef" * 640 + "\n end"),  # 10 kB
+    ]
+    raw = "<answer>[{\"op\": \"add\", \"title\": \"'); DROP TABLE operations; --\"}]</answer>"
+    with ExperienceBank(None, embedder) as bank:
+        ids = bank.apply([add(t, c) for t, c in texts], step=0, task="tâche'; --", source="s'--", raw=raw)
+        for entry_id, (title, content) in zip(ids, texts):
+            entry = bank.get(entry_id)
+            assert (entry.title, entry.content, entry.task) == (title, content, "tâche'; --")
+            assert entry.text == f"{title}\n{content}"
+        assert len(bank.get(ids[3]).content) == 10245
+        frame = bank.entries()
+        assert list(zip(frame["title"], frame["content"])) == texts
+        ops = bank.operations()
+        assert ops["raw"].tolist() == [raw] * 4 and ops["title"].tolist() == [t for t, _ in texts]
+        hits = bank.search([texts[2][1]], k=1, task="tâche'; --")
+        assert hits[0][0].entry.content == texts[2][1]
+        assert list(zip(bank.at_step(0)["title"], bank.at_step(0)["content"])) == texts
+
+
+def test_retrieval_finds_the_semantically_closest_entry(embedder):
+    entries = {
+        "key": ("Locked doors", "Pick up the key first, walk next to the door and apply the key to unlock it."),
+        "river": ("Crossing water", "Push a boulder into the river to build a bridge, then walk across."),
+        "sokoban": ("Boxes and corners", "Never push a box into a corner: it can no longer reach a target."),
+        "maze": ("Dead ends", "In a maze, follow one wall; backtrack as soon as you reach a dead end."),
+    }
+    with ExperienceBank(None, embedder) as bank:
+        ids = dict(zip(entries, bank.apply([add(*e) for e in entries.values()], step=0, task="minihack")))
+        (other,) = bank.apply([add(*entries["key"])], step=0, task="other")
+        queries = {
+            "key": "There is a locked door and a key on the floor. How do I get through?",
+            "river": "How can I get to the other side of the water?",
+            "sokoban": "I keep getting stuck after moving crates onto the goal squares.",
+            "maze": "I am lost in a labyrinth of corridors.",
+        }
+        for exact in (False, True):
+            results = bank.search(list(queries.values()), k=1, task="minihack", exact=exact)
+            assert [hits[0].entry.id for hits in results] == [ids[name] for name in queries]
+            assert all(0.2 < hits[0].score <= 1.0 for hits in results)
+        assert bank.search([queries["key"]], k=1, task="other")[0][0].entry.id == other
+        everything = bank.search([queries["river"]], k=10)[0]
+        assert len(everything) == 5 and everything[0].entry.id == ids["river"]
+        assert [h.score for h in everything] == sorted((h.score for h in everything), reverse=True)
+        assert bank.search([queries["key"]], task="nobody") == [[]]
+        assert bank.search([]) == []
+
+
+def test_hnsw_agrees_with_exact_search(embedder, monkeypatch):
+    rng = np.random.default_rng(4)
+    n, n_queries = 2000, 200
+    vectors, queries = unit_vectors(rng, n), unit_vectors(rng, n_queries)
+    with ExperienceBank(None, embedder) as bank:
+        assert bank.vss_enabled
+        fallbacks: list[int] = []  # queries answered by brute force although the index was asked
+        exact_search = bank._exact_search
+        monkeypatch.setattr(bank, "_exact_search", lambda v, k, task: fallbacks.append(len(v)) or exact_search(v, k, task))
+        for start in range(0, n, 250):  # ids interleave the two tasks in blocks
+            bank.apply(
+                [add(f"v{i}") for i in range(start, start + 250)],
+                step=0,
+                task="a" if start % 500 == 0 else "b",
+                embeddings=vectors[start : start + 250],
+            )
+        task_of = np.array(["a" if (i // 250) % 2 == 0 else "b" for i in range(n)])
+        live = np.ones(n, dtype=bool)
+
+        def check(task: str | None) -> None:
+            # the exact search is the oracle: first check it against numpy
+            mask = live & ((task_of == task) if task else True)
+            exact = bank.search_vectors(queries, k=5, task=task, exact=True)
+            want = np.where(mask, queries @ vectors.T, -np.inf).argmax(axis=1) + 1  # ids start at 1
+            assert [hits[0].entry.id for hits in exact] == want.tolist()
+            fallbacks.clear()
+            fast = bank.search_vectors(queries, k=5, task=task)
+            assert sum(fallbacks) <= 0.05 * n_queries, "the HNSW index should answer almost every query"
+            top1 = np.mean([f[0].entry.id == e[0].entry.id for f, e in zip(fast, exact)])
+            top5 = np.mean([len({h.entry.id for h in f} & {h.entry.id for h in e}) / 5 for f, e in zip(fast, exact)])
+            assert top1 >= 0.99 and top5 >= 0.97, (task, top1, top5)
+            for query, hits in zip(queries, fast):
+                assert len(hits) == 5
+                assert all(mask[h.entry.id - 1] and not h.entry.deleted for h in hits)
+                np.testing.assert_allclose([h.score for h in hits], [vectors[h.entry.id - 1] @ query for h in hits], atol=1e-5)
+
+        check(None)
+        check("a")
+        dropped = rng.choice(n, size=800, replace=False)
+        bank.apply([Write("discard", targets=tuple(int(i) + 1 for i in dropped))], step=1, task="a")
+        live[dropped] = False
+        check(None)
+        check("b")
+
+        # a tiny task: the index's candidates almost never contain it, so the search must fall back to exact
+        rare = bank.apply([add("r0"), add("r1"), add("r2")], step=2, task="rare", embeddings=unit_vectors(rng, 3))
+        fallbacks.clear()
+        found = bank.search_vectors(queries[:10], k=5, task="rare")
+        assert sum(fallbacks) == 10
+        assert all(sorted(h.entry.id for h in hits) == rare for hits in found)
+        assert top_ids(found) == top_ids(bank.search_vectors(queries[:10], k=5, task="rare", exact=True))
+
+
+def test_bank_without_vss_searches_exactly(embedder):
+    rng = np.random.default_rng(5)
+    vectors = unit_vectors(rng, 300)
+    with ExperienceBank(None, embedder, use_vss=False) as bank:
+        assert not bank.vss_enabled
+        bank.apply([add(f"v{i}") for i in range(300)], step=0, task="t", embeddings=vectors)
+        queries = unit_vectors(rng, 20)
+        got = [hits[0].entry.id for hits in bank.search_vectors(queries, k=1)]
+        assert got == ((queries @ vectors.T).argmax(axis=1) + 1).tolist()
+        np.testing.assert_allclose(
+            [hits[0].score for hits in bank.search_vectors(queries, k=1)], (queries @ vectors.T).max(axis=1), atol=1e-5
+        )
+
+
+def test_concurrent_use_from_threads(embedder):
+    rng = np.random.default_rng(6)
+    vectors = unit_vectors(rng, 80)
+    with ExperienceBank(None, embedder, capacity=1000) as bank:
+        seed = bank.apply([add("seed")], step=0, task="t", embeddings=vectors[:1])
+
+        def worker(w: int) -> None:
+            for i in range(20):
+                bank.apply([add(f"w{w}-{i}")], step=1, task="t", embeddings=vectors[w * 20 + i : w * 20 + i + 1])
+                bank.record_uses(seed, [i % 2 == 0], step=1)
+                assert bank.search_vectors(vectors[i : i + 1], k=1)[0]
+
+        with ThreadPoolExecutor(4) as pool:
+            for done in [pool.submit(worker, w) for w in range(4)]:
+                done.result()
+        assert len(bank) == 81
+        assert (bank.get(seed[0]).uses, bank.get(seed[0]).successes) == (80, 40)
+        assert bank.operations()["seq"].tolist() == list(range(1, 162))
+        pd.testing.assert_frame_equal(bank.at_step(1), bank.entries())

@@ -1,0 +1,94 @@
+"""The experience track: extractor replies validated and applied to a real DuckDB bank, or rejected and counted."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from comprl.bank import Embedder, ExperienceBank, NewEntry, Write
+from comprl.envs import make
+from comprl.experience import ExperienceTrack
+from comprl.rollout import RolloutConfig, run_episodes
+from comprl.trainers.extractor import ExtractorConfig, ExtractorSample
+
+ROOM = "comprl/Room-Ultimate-5x5-v0"
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return Embedder()
+
+
+@pytest.fixture()
+def track(tmp_path, embedder, tiny_engine):
+    bank = ExperienceBank(tmp_path / "bank.duckdb", embedder)
+    config = ExtractorConfig(style="lines", max_new_tokens=8, invalid_reward=-1.0, response_prefix="<answer>\n")
+    yield ExperienceTrack(tiny_engine, bank, config, task=ROOM)
+    bank.close()
+
+
+def _sample(kind="distill"):
+    return ExtractorSample(kind=kind, step=1)
+
+
+def test_a_valid_reply_is_applied_and_its_entries_recorded(track):
+    (old,) = track.bank.apply([Write("add", entry=NewEntry("Old", "An older lesson."))], step=0, task=ROOM)
+    raw = "<answer>\nADD Stairs first :: Walk to the > symbol.\nUPDATE 0 Older, fixed :: A corrected lesson.\n</answer>"
+    sample = track.apply_output(_sample(), raw, [old], step=1, source="step1/episode0")
+    assert len(sample.entry_ids) == 2 and sample.outcomes == []
+    assert track.bank.get(old).deleted and {track.bank.get(i).title for i in sample.entry_ids} == {"Stairs first", "Older, fixed"}
+    assert track.bank.get(sample.entry_ids[1]).parents == (old,)
+    stats = track.take_stats()
+    assert stats["extractor_valid"] == 1 and stats["bank_writes_applied"] == 2 and stats["extractor_rejected"] == 0
+    log = track.bank.operations()
+    assert set(log.loc[log.step == 1, "source"]) == {"step1/episode0"} and raw in set(log["raw"])
+
+
+@pytest.mark.parametrize(
+    "raw, reason",
+    [
+        ("I think the agent should go east.", "no_answer"),
+        ("<answer>\nADD only a title\n</answer>", None),  # some rejection reason from the validator
+        ("<answer>\nUPDATE 3 Wrong :: index out of range\n</answer>", "bad_index"),
+        ("<answer>\nDROP TABLE entries; --\n</answer>", "unknown_op"),
+    ],
+)
+def test_an_invalid_reply_is_rejected_whole_counted_and_logged(track, raw, reason):
+    (kept,) = track.bank.apply([Write("add", entry=NewEntry("Kept", "Stays as is."))], step=0, task=ROOM)
+    before = track.bank.entries()
+    sample = track.apply_output(_sample(), raw, [kept], step=1, source="s")
+    assert sample.entry_ids == () and sample.outcomes == [-1.0]  # the configured invalid-output reward
+    assert track.bank.entries().equals(before)
+    stats = track.take_stats()
+    assert stats["extractor_rejected"] == 1 and stats["extractor_valid"] == 0
+    rejected = [k for k, v in stats.items() if k.startswith("rejected_") and v == 1]
+    assert len(rejected) == 1 and (reason is None or rejected == [f"rejected_{reason}"])
+    log = track.bank.operations()
+    assert list(log.loc[log.step == 1, "op"]) == ["reject"] and list(log.loc[log.step == 1, "raw"]) == [raw]
+
+
+def test_an_update_of_an_entry_deleted_meanwhile_is_rejected_by_the_bank(track):
+    a, b = track.bank.apply([Write("add", entry=NewEntry(t, t + " lesson")) for t in ("A", "B")], step=0, task=ROOM)
+    track.bank.apply([Write("discard", targets=(a,))], step=1, task=ROOM)
+    sample = track.apply_output(_sample(), "<answer>\nUPDATE 0,1 AB :: Both.\n</answer>", [a, b], step=2, source="s")
+    assert sample.entry_ids == () and not track.bank.get(b).deleted
+    assert track.take_stats()["rejected_deleted_target"] == 1
+
+
+def test_distill_and_merge_with_a_real_model_account_for_every_reply(track, tiny_engine):
+    track.bank.apply([Write("add", entry=NewEntry(f"Lesson {i}", f"Content {i}.")) for i in range(6)], step=0, task=ROOM)
+    envs = [make(ROOM, max_turns=2) for _ in range(3)]
+    torch.manual_seed(0)
+    trajectories = run_episodes(
+        tiny_engine, envs, [3, 3, 4], RolloutConfig(max_new_tokens=4), guided=[True, False, True], retrieve=track.retrieve
+    )
+    assert [len(t.experience_ids) for t in trajectories] == [1, 0, 1]
+    samples = track.distill(trajectories, step=1) + track.merge(step=1)
+    assert [s.kind for s in samples] == ["distill"] * 3 + ["merge"]  # 6 live entries: chunks of 5 and 1 (skipped)
+    for sample in samples:
+        assert sample.num_action_tokens > 0 and len(sample.logprobs) == len(sample.token_ids)
+    stats = track.take_stats()
+    assert stats["extractor_outputs"] == 4 == stats["extractor_valid"] + stats["extractor_rejected"]
+    assert stats["retrieval_ms_per_query"] > 0
+    log = track.bank.operations()
+    assert (log.step == 1).sum() >= 4  # every reply is in the log once: applied, "none", or rejected
