@@ -131,7 +131,7 @@ PROFILES: dict[str, ExperimentConfig] = {
         rollout=RolloutConfig(max_new_tokens=8),
         actor=ActorConfig(learning_rate=1e-4, micro_batch_size=4),
         extractor=ExtractorConfig(
-            model="tiny-random", style="lines", max_new_tokens=16, learning_rate=1e-4, buffer_size=2,
+            model="tiny-random", style="note", max_new_tokens=16, learning_rate=1e-4, buffer_size=2,
             invalid_reward=-1.0, merge_every=2, micro_batch_size=4,
         ),
     ),
@@ -150,13 +150,12 @@ PROFILES: dict[str, ExperimentConfig] = {
         # at 0.7, with "<answer>" pre-filled, about half of them are valid.
         rollout=RolloutConfig(max_new_tokens=12, temperature=0.7, response_prefix="<answer>"),
         actor=ActorConfig(learning_rate=1e-4, lora_rank=16, micro_batch_size=2, temperature=0.7),
-        # The same 135M model as extractor, in the compact line format with "<answer>" pre-filled (it cannot
-        # reason first); rejected outputs earn -1 so it can learn the format; a small buffer so it trains in a
-        # short run; half the trajectories distilled per step to bound extraction time.
+        # The same 135M model as extractor. It follows neither operation grammar (0 of 24 valid json/lines
+        # answers in our test), so it writes one plain-text lesson per call ("note" style); empty ones earn -1.
+        # A small buffer so it trains within a short run; half the trajectories distilled per step.
         extractor=ExtractorConfig(
-            model="smollm2-135m", style="lines", max_new_tokens=64, temperature=0.7, response_prefix="<answer>\n",
-            learning_rate=1e-4, lora_rank=16, micro_batch_size=2, buffer_size=4, invalid_reward=-1.0,
-            distill_per_step=4, merge_every=2,
+            model="smollm2-135m", style="note", max_new_tokens=48, temperature=0.7, learning_rate=1e-4,
+            lora_rank=16, micro_batch_size=2, buffer_size=4, invalid_reward=-1.0, distill_per_step=4, merge_every=2,
         ),
     ),
     # The paper's single-task setting (actor Qwen2.5-7B-Instruct, 128 rollouts per step, lr 1e-6, clip 0.2).

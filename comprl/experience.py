@@ -75,9 +75,9 @@ class ExperienceTrack:
         self.top_k = top_k
         self.format = ExtractorFormat(style=config.style)
         self.chat = ChatFormat.from_tokenizer(engine.tokenizer)
-        self.sampling = SamplingParams(
-            max_new_tokens=config.max_new_tokens, temperature=config.temperature, stop=("</answer>",)
-        )
+        # a note is one line; the other styles end with their answer block
+        stop = ("\n",) if config.style == "note" else ("</answer>",)
+        self.sampling = SamplingParams(max_new_tokens=config.max_new_tokens, temperature=config.temperature, stop=stop)
         self.stats = TrackStats()
 
     def take_stats(self) -> dict[str, float]:

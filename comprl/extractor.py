@@ -38,7 +38,13 @@ Two answer styles (:data:`STYLES`):
   (``0,2``); the title runs up to the first ``::`` and the content is the rest of the line. Blank lines are
   skipped. An answer needs no brackets, quotes or escapes: keywords, digits, the ``::`` separator and plain text.
 
-In both styles op names are matched case-insensitively. Titles and contents are kept verbatim apart from
+* ``"note"`` (ours, for models too small for any operation grammar: SmolLM2-135M wrote no valid answer in
+  either style above, 0 of 24 in our test): the reply is ONE lesson written as plain text. Its first line is the
+  content (leading blank lines and a ``Lesson:`` label are dropped) and its first words the title. A distillation note is one
+  ``add``; a merge note replaces the whole chunk (one ``merge`` of every entry shown). Nothing else is
+  expressible, so validation reduces to the text checks (empty, oversize, bad characters).
+
+In the json and lines styles op names are matched case-insensitively. Titles and contents are kept verbatim apart from
 stripping surrounding whitespace (in the JSON style, after JSON decoding).
 
 Validation is all-or-nothing: one problem anywhere (see :data:`REJECTION_REASONS`) rejects the whole answer, and
@@ -73,8 +79,12 @@ __all__ = [
     "to_writes",
 ]
 
-STYLES: tuple[str, ...] = ("json", "lines")
-"""Answer styles: "json" (the paper's operation list) and "lines" (one compact line per operation)."""
+STYLES: tuple[str, ...] = ("json", "lines", "note")
+"""Answer styles: "json" (the paper's operation list), "lines" (one compact line per operation) and "note" (one
+plain-text lesson, for the smallest models)."""
+
+NOTE_TITLE_WORDS = 8
+"""A note's title: its first words, at most this many (and at most ``max_title_chars``)."""
 
 DISTILL_OPS: tuple[str, ...] = ("add", "update", "return")
 """Operations a distillation answer may hold."""
@@ -134,8 +144,8 @@ _TARGET_COUNT: dict[str, tuple[int, int | None]] = {
 class ExtractorFormat:
     """How the extractor is prompted and what its answers may contain."""
 
-    style: Literal["json", "lines"] = "json"
-    """Answer style, one of :data:`STYLES`: "json" (paper) or "lines" (compact, for small models)."""
+    style: Literal["json", "lines", "note"] = "json"
+    """Answer style, one of :data:`STYLES`: "json" (paper), "lines" (compact) or "note" (one plain lesson)."""
     max_ops: int = 3
     """Operations one distillation answer may hold. Paper: 3."""
     max_title_chars: int = 120
@@ -262,6 +272,8 @@ def render_transcript(messages: Sequence[Mapping[str, str]], max_chars: int) -> 
 
 
 def _render_entries(entries: Sequence[EntryLike], fmt: ExtractorFormat) -> str:
+    if fmt.style == "note":
+        return "\n".join(f"- {e.content}" for e in entries)
     if fmt.style == "lines":
         return "\n".join(f"[{i}] {e.title} {_SEPARATOR} {e.content}" for i, e in enumerate(entries))
     return "\n".join(f"[{i}] title: {e.title}\ncontent: {e.content}" for i, e in enumerate(entries))
@@ -281,6 +293,12 @@ _STRICTNESS = (
 
 
 def _distill_system(fmt: ExtractorFormat) -> str:
+    if fmt.style == "note":
+        return (
+            "You help an agent get better at a text task. Read one finished episode and write ONE short lesson "
+            "for its next attempt: what to do, or what to avoid, and when. Answer with the lesson only, as one "
+            f"sentence on one line of at most {fmt.max_content_chars} characters."
+        )
     if fmt.style == "lines":
         return (
             "You write lessons for an agent from one finished episode of a text task.\n"
@@ -325,6 +343,12 @@ def _distill_system(fmt: ExtractorFormat) -> str:
 
 
 def _merge_system(fmt: ExtractorFormat) -> str:
+    if fmt.style == "note":
+        return (
+            "You keep the lessons of an agent short. Combine the lessons below into ONE lesson that keeps what is "
+            "useful and drops repeats and mistakes. Answer with the lesson only, as one sentence on one line of at "
+            f"most {fmt.max_content_chars} characters."
+        )
     if fmt.style == "lines":
         return (
             "You tidy up the lessons of an agent: join repeats, improve unclear lessons, delete bad ones.\n"
@@ -363,6 +387,10 @@ def _merge_system(fmt: ExtractorFormat) -> str:
     )
 
 
+def _closing_line(fmt: ExtractorFormat) -> str:
+    return "Now write the lesson." if fmt.style == "note" else "Now think briefly and answer."
+
+
 def distill_messages(
     instruction: str,
     success: bool,
@@ -380,18 +408,19 @@ def distill_messages(
         used: the entries the actor was shown, in order; the answer refers to them as [0], [1], ...
         fmt: answer style and limits.
     """
-    if fmt.style == "lines":
-        add, ret = "ADD", "RETURN"
+    if fmt.style == "json":
+        lessons = _render_entries(used, fmt) if used else "none, so only add and return are possible"
+    elif fmt.style == "lines":
+        lessons = _render_entries(used, fmt) if used else "none, so only ADD and RETURN are possible"
     else:
-        add, ret = "add", "return"
-    lessons = _render_entries(used, fmt) if used else f"none, so only {add} and {ret} are possible"
+        lessons = _render_entries(used, fmt) if used else "none"
     outcome = "success (the agent completed the task)" if success else "failure (the agent did not complete the task)"
     user = (
         f"Task:\n{instruction.strip()}\n\n"
         f"Outcome: {outcome}\n\n"
         f"Lessons given to the agent:\n{lessons}\n\n"
         f"Episode:\n{render_transcript(transcript, fmt.max_transcript_chars)}\n\n"
-        "Now think briefly and answer."
+        f"{_closing_line(fmt)}"
     )
     return [{"role": "system", "content": _distill_system(fmt)}, {"role": "user", "content": user}]
 
@@ -403,7 +432,7 @@ def merge_messages(entries: Sequence[EntryLike], fmt: ExtractorFormat) -> list[d
     """
     if not 1 <= len(entries) <= fmt.merge_chunk:
         raise ValueError(f"merge chunk of {len(entries)} entries; accepted: 1 to merge_chunk={fmt.merge_chunk}")
-    user = f"Lessons:\n{_render_entries(entries, fmt)}\n\nNow think briefly and answer."
+    user = f"Lessons:\n{_render_entries(entries, fmt)}\n\n{_closing_line(fmt)}"
     return [{"role": "system", "content": _merge_system(fmt)}, {"role": "user", "content": user}]
 
 
@@ -436,6 +465,8 @@ def _parse(text: str, n: int, fmt: ExtractorFormat, allowed: tuple[str, ...], ma
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"number of entries shown must be an int >= 0, got {n!r}")
     try:
+        if fmt.style == "note":
+            return Parsed(operations=(_note_operation(text, n, allowed, fmt),))
         answer = _answer_block(text)
         items = _json_items(answer) if fmt.style == "json" else _line_items(answer)
         if not items:
@@ -448,6 +479,18 @@ def _parse(text: str, n: int, fmt: ExtractorFormat, allowed: tuple[str, ...], ma
     except _Rejected as rejected:
         return Parsed(reason=rejected.reason, detail=rejected.detail)
     return Parsed(operations=operations)
+
+
+def _note_operation(text: str, n: int, allowed: tuple[str, ...], fmt: ExtractorFormat) -> Operation:
+    """A note: its first line (without a ``Lesson:`` label) is the content, its first words the title."""
+    content = text.strip()
+    if content[:7].lower() == "lesson:":
+        content = content[7:].strip()
+    content = content.split("\n", 1)[0].strip()
+    title = " ".join(content.split()[:NOTE_TITLE_WORDS])[: fmt.max_title_chars].strip()
+    if allowed == DISTILL_OPS:
+        return _checked(Operation("add", (), title, content), 0, n, fmt)
+    return _checked(Operation("merge", tuple(range(n)), title, content), 0, n, fmt)
 
 
 def _answer_block(text: str) -> str:

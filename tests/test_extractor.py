@@ -17,7 +17,6 @@ from comprl.extractor import (
     DISTILL_OPS,
     MERGE_OPS,
     REJECTION_REASONS,
-    STYLES,
     ExtractorFormat,
     Operation,
     Parsed,
@@ -31,7 +30,9 @@ from comprl.extractor import (
 
 JSON = ExtractorFormat()
 LINES = ExtractorFormat(style="lines")
+NOTE = ExtractorFormat(style="note")
 FORMATS = {"json": JSON, "lines": LINES}
+STYLES = tuple(FORMATS)  # the two operation grammars; the "note" style has its own tests at the end
 SQL = "'); DROP TABLE entries; -- SELECT * FROM ops WHERE 1=1"
 
 
@@ -683,3 +684,54 @@ def test_fuzz_valid_answers_round_trip_into_writes():
             if o["op"] != "return"
         ]
         assert writes == expected
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The "note" style: one plain-text lesson per reply
+# --------------------------------------------------------------------------------------------------------------
+
+
+def test_a_note_is_one_add_whose_title_is_its_first_words():
+    parsed = parse_distill("Lesson: Walk toward the > sign first, then take the stairs down.\nignored second line", 2, NOTE)
+    (op,) = parsed.operations
+    assert (op.op, op.targets) == ("add", ())
+    assert op.content == "Walk toward the > sign first, then take the stairs down."
+    assert op.title == "Walk toward the > sign first, then take"
+
+
+def test_a_merge_note_replaces_the_whole_chunk():
+    parsed = parse_merge(" Avoid monsters and head for the stairs.", 3, NOTE)
+    (op,) = parsed.operations
+    assert (op.op, op.targets, op.content) == ("merge", (0, 1, 2), "Avoid monsters and head for the stairs.")
+    assert to_writes(parsed, [7, 8, 9]) == [Write("update", (7, 8, 9), NewEntry(op.title, op.content))]
+    assert parse_merge("One lesson.", 1, NOTE).reason == "bad_target_count"  # nothing to merge with
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [("", "empty_text"), ("  \n  \n", "empty_text"), ("Lesson:   ", "empty_text"), ("x" * 1001, "oversize_text"), ("nul \x00", "bad_text")],
+)
+def test_notes_are_rejected_only_for_their_text(text, reason):
+    parsed = parse_distill(text, 0, NOTE)
+    assert (parsed.reason, parsed.operations) == (reason, ())
+
+
+def test_note_prompts_ask_for_one_lesson_and_show_the_used_entries():
+    system, user = distill_messages("Reach the stairs.", False, [], [FakeEntry(3, "Old", "Go east first.")], NOTE)
+    assert "ONE short lesson" in system["content"] and "- Go east first." in user["content"]
+    assert user["content"].endswith("Now write the lesson.")
+    system, user = merge_messages([FakeEntry(1, "a", "A."), FakeEntry(2, "b", "B.")], NOTE)
+    assert "Combine" in system["content"] and "- A.\n- B." in user["content"]
+
+
+def test_fuzz_notes_never_raise_and_keep_text_verbatim():
+    rng = random.Random(11)
+    for case in range(300):
+        text = _fuzz_case(rng, case) or _random_text(rng, rng.randint(0, 200))
+        parsed = parse_distill(text, rng.randint(0, 2), NOTE)
+        if parsed.valid:
+            (op,) = parsed.operations
+            assert op.content in text and "\n" not in op.content
+            assert 0 < len(op.title) <= NOTE.max_title_chars and op.content.split()[0].startswith(op.title.split()[0])
+        else:
+            assert parsed.reason in REJECTION_REASONS and parsed.operations == ()

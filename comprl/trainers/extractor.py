@@ -16,6 +16,7 @@ from typing import Sequence
 import torch
 from transformers import PreTrainedModel
 
+from comprl.extractor import STYLES
 from comprl.objectives import batch_advantages, cispo_loss
 from comprl.rollout import PackedSequence, Trajectory
 from comprl.trainers.policy import OptimConfig, PolicyTrainer
@@ -28,7 +29,8 @@ class ExtractorConfig(OptimConfig):
     model: str = "smollm2-135m"
     """Extractor model (separate weights from the actor). Paper: Qwen3-4B-Thinking-2507."""
     style: str = "json"
-    """Answer format: "json" (the paper's operation list) or "lines" (one compact line per op, for small models)."""
+    """Answer format (``comprl.extractor.STYLES``): "json" (the paper's operation list), "lines" (one compact
+    line per op) or "note" (one plain-text lesson per call, for models too small to follow either grammar)."""
     max_new_tokens: int = 512
     """Tokens the extractor may write per call (its reasoning and the answer)."""
     response_prefix: str = ""
@@ -51,8 +53,8 @@ class ExtractorConfig(OptimConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.style not in ("json", "lines"):
-            raise ValueError(f"extractor style={self.style!r}; accepted: json, lines")
+        if self.style not in STYLES:
+            raise ValueError(f"extractor style={self.style!r}; accepted: {', '.join(STYLES)}")
         if self.buffer_size < 1:
             raise ValueError(f"extractor buffer_size={self.buffer_size!r}: must be >= 1")
 
