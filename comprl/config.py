@@ -36,8 +36,11 @@ class BankConfig:
     """Sentence embedder: the offline MiniLM wheel, or a sentence-transformers id/path (paper: Qwen3-Embedding-0.6B)."""
     capacity: int = 20_000
     """Live entries kept; the oldest are evicted first beyond this (official code: 20,000)."""
-    top_k: int = 1
-    """Entries retrieved per guided episode; the best one is shown (paper: top-1)."""
+    candidates: int = 16
+    """Nearest entries the diversity re-ranking chooses the shown one from; one entry is shown per guided
+    episode (paper: top-1; official code oversamples 16 candidates per shown entry)."""
+    diversity_lambda: float = 0.4
+    """Re-ranking: score = similarity - lambda * log(1 + uses) - 1[already shown in this batch] (paper: 0.4)."""
     use_vss: bool = True
     """Search through DuckDB's vss HNSW index; False = exact cosine search."""
     init_from: str | None = None
@@ -155,7 +158,7 @@ PROFILES: dict[str, ExperimentConfig] = {
         # A small buffer so it trains within a short run; half the trajectories distilled per step.
         extractor=ExtractorConfig(
             model="smollm2-135m", style="note", max_new_tokens=48, temperature=0.7, learning_rate=1e-4,
-            lora_rank=16, micro_batch_size=2, buffer_size=4, invalid_reward=-1.0, distill_per_step=4, merge_every=2,
+            lora_rank=16, micro_batch_size=2, buffer_size=2, invalid_reward=-1.0, distill_per_step=4, merge_every=2,
         ),
     ),
     # The paper's single-task setting (actor Qwen2.5-7B-Instruct, 128 rollouts per step, lr 1e-6, clip 0.2).

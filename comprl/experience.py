@@ -14,13 +14,15 @@ whole, logged in the bank's operations log with their reason, and counted; the b
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from comprl.bank import BankWriteError, Entry, ExperienceBank
+from comprl.bank import BankWriteError, Entry, ExperienceBank, Hit
 from comprl.chat import ChatFormat
+from comprl.config import BankConfig
 from comprl.extractor import (
     ExtractorFormat,
     distill_messages,
@@ -66,13 +68,13 @@ class ExperienceTrack:
     """Retrieval for the actor, distillation and merging by the extractor, for one task's bank."""
 
     def __init__(
-        self, engine: GenerationEngine, bank: ExperienceBank, config: ExtractorConfig, task: str, top_k: int = 1
+        self, engine: GenerationEngine, bank: ExperienceBank, config: ExtractorConfig, task: str, retrieval: BankConfig = BankConfig()
     ) -> None:
         self.engine = engine
         self.bank = bank
         self.config = config
         self.task = task
-        self.top_k = top_k
+        self.retrieval = retrieval
         self.format = ExtractorFormat(style=config.style)
         self.chat = ChatFormat.from_tokenizer(engine.tokenizer)
         # a note is one line; the other styles end with their answer block
@@ -87,12 +89,28 @@ class ExperienceTrack:
         return metrics
 
     def retrieve(self, queries: Sequence[str]) -> list[Entry | None]:
-        """The best entry of this task's bank for each query (the first of the top-k), or None if it is empty."""
+        """The entry shown for each query, or None while this task's bank is empty.
+
+        Diversity re-ranking (paper, "Experience operations"): among the ``candidates`` nearest entries,
+        the one with the best similarity - lambda * log(1 + uses) - 1[already shown to an earlier query of this
+        batch], so that one popular entry does not guide every episode. (The official code's "recently used"
+        window is in seconds; within one synchronous batch, "recent" means earlier in the batch.)
+        """
         started = time.perf_counter()
-        hits = self.bank.search(list(queries), k=self.top_k, task=self.task)
+        shown: set[int] = set()
+        chosen: list[Entry | None] = []
+        for found in self.bank.search(list(queries), k=self.retrieval.candidates, task=self.task):
+            best = max(found, key=lambda hit: self._rank(hit, shown), default=None)
+            chosen.append(None if best is None else best.entry)
+            if best is not None:
+                shown.add(best.entry.id)
         self.stats.retrieval_seconds += time.perf_counter() - started
         self.stats.retrieval_queries += len(queries)
-        return [found[0].entry if found else None for found in hits]
+        return chosen
+
+    def _rank(self, hit: Hit, shown: set[int]) -> float:
+        penalty = self.retrieval.diversity_lambda * math.log1p(hit.entry.uses)
+        return hit.score - penalty - (1.0 if hit.entry.id in shown else 0.0)
 
     def distill(self, trajectories: Sequence[Trajectory], step: int) -> list[ExtractorSample]:
         """Ask the extractor for operations on each trajectory and apply the valid answers."""

@@ -92,3 +92,18 @@ def test_distill_and_merge_with_a_real_model_account_for_every_reply(track, tiny
     assert stats["retrieval_ms_per_query"] > 0
     log = track.bank.operations()
     assert (log.step == 1).sum() >= 4  # every reply is in the log once: applied, "none", or rejected
+
+
+def test_retrieval_spreads_a_batch_over_entries_and_penalises_heavy_use(track):
+    stairs, monsters = track.bank.apply(
+        [Write("add", entry=NewEntry("Stairs", "Walk to the stairs down.")), Write("add", entry=NewEntry("Monsters", "Avoid the monsters."))],
+        step=0, task=ROOM,
+    )
+    query = "How do I reach the stairs down?"
+    assert [e.id for e in track.retrieve([query])] == [stairs]
+    # within one batch an entry already shown loses 1.0, so the second query gets the other entry
+    assert [e.id for e in track.retrieve([query, query])] == [stairs, monsters]
+    # an entry used many times loses lambda * log(1 + uses) and gives way to a fresher, less similar one
+    track.bank.record_uses([stairs] * 50, [False] * 50, step=1)
+    assert [e.id for e in track.retrieve([query])] == [monsters]
+    assert track.retrieve([]) == []

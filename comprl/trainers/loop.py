@@ -173,7 +173,7 @@ def _experience_track(
     bank = ExperienceBank(
         run.bank_path, Embedder(config.bank.embedder, device=str(device)), capacity=config.bank.capacity, use_vss=config.bank.use_vss
     )
-    return ExperienceTrack(engine, bank, config.extractor, task=config.env_id, top_k=config.bank.top_k), trainer
+    return ExperienceTrack(engine, bank, config.extractor, task=config.env_id, retrieval=config.bank), trainer
 
 
 def _experience_step(
