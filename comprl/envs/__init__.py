@@ -37,6 +37,8 @@ _REGISTRATIONS: tuple[_Registration, ...] = (
     _Registration("comprl/MazeWalk-9x9-v0", "comprl.envs.minihack:MiniHackTextEnv", "maze"),
     _Registration("comprl/KeyRoom-Dark-S5-v0", "comprl.envs.minihack:MiniHackTextEnv", "keyroom"),
     _Registration("comprl/River-Narrow-v0", "comprl.envs.minihack:MiniHackTextEnv", "river"),
+    _Registration("comprl/WebShop-Small-v0", "comprl.envs.webshop:WebShopTextEnv", "small"),
+    _Registration("comprl/Sokoban-6x6-2box-v0", "comprl.envs.sokoban:SokobanTextEnv", "6x6-2box"),
 )
 
 ENV_IDS: tuple[str, ...] = tuple(registration.env_id for registration in _REGISTRATIONS)

@@ -1,0 +1,478 @@
+"""WebShop-small as a comprl text environment: shop a 1,000-product store by searching and clicking.
+
+``comprl/WebShop-Small-v0`` plays a goal from the shipped catalogue (``data/webshop/``, made by
+`comprl.envs.webshop_catalogue`): the first page shows an instruction such as "i need a long lasting vegan
+lipstick in red, and price lower than 30.00 dollars"; the agent searches, pages through the results, opens a
+product, picks its options and clicks Buy Now, which ends the episode.
+
+Pages and actions follow the original WebShop's text mode (page parts joined by ``[SEP]``):
+
+- search page: ``search[query]`` (the only page with a search box);
+- results page: 10 products per page out of the best 50, ``click[next >]``, ``click[< prev]``,
+  ``click[back to search]``, and ``click[<asin>]`` to open a product;
+- product page: ``click[<option value>]`` selects that value of its group (a later click in the same group
+  replaces it), ``click[description]`` / ``click[features]`` / ``click[reviews]`` open sub-pages,
+  ``click[< prev]`` goes back, ``click[buy now]`` buys with the options selected.
+
+Actions are case-insensitive; ``info["admissible_actions"]`` lists the page's clickables as ``click[...]``
+actions, or ``search[<your query>]`` on the search page. Anything else (an unknown button, a search without
+a search box, a malformed, empty or over-long action) is answered with feedback and counted in
+``info["invalid_action"]``; it never raises.
+
+Reward. Buy Now is scored with the WebShop formula::
+
+    score = (attributes matched + options matched + [price <= cap]) / (attributes + options + 1) * r_type
+
+An attribute matches when the bought product lists a similar one (token-set similarity > 85) or names it in
+its title, features or description; an option matches a selected value (colours reduced to their base colour
+word, token-set similarity > 85; sizes must be equal). ``r_type`` compares the bought product with the
+goal's: 1 when their title nouns overlap by more than 20 %, or they share a search query or two category
+levels; 0.5 otherwise; 0.1 when the overlap is below 10 %; 0 when no title noun is shared. The env returns
+the paper's binary reward, 1.0 when the score is 1.0 (success) and 0.0 otherwise, and puts the score itself
+in ``info["webshop_score"]`` (0.0 until Buy Now).
+
+Goals and seeds (``split`` argument):
+
+- ``"test"``: ``reset(seed=s)`` plays test goal ``s mod 500``;
+- ``"train"``: ``reset(seed=s)`` draws a training goal from the seeded generator, weighted by attribute
+  rarity (the original's goal weights);
+- ``"auto"`` (default, the registered id): seeds from `EVAL_SEED_OFFSET` on (the training loop's evaluation
+  seeds) play test goal ``(s - EVAL_SEED_OFFSET) mod 500``; smaller seeds draw training goals.
+
+Deviations from the original WebShop (princeton-nlp/WebShop), all deliberate:
+
+- Catalogue and goals are synthetic (generated from one seed, shipped as JSONL), not scraped Amazon
+  products and crowd-written instructions; titles, texts and instructions come from templates.
+- Search is BM25 from DuckDB's full-text-search extension (Porter stemmer, English stop words, k1=0.9 and
+  b=0.4 as in pyserini's defaults) over title, description, first feature and option values (the fields
+  of the original index), instead of a pyserini/Lucene index.
+- The type reward's nouns are known by construction (brand, product type, nouns of the title's ending),
+  instead of spaCy's part-of-speech tags; fuzzy matching uses rapidfuzz instead of thefuzz.
+- Options are counted per wanted option: each is matched by at most one selected value. The original counts
+  per selected option and also accepts a selected value that the product's own text mentions, which can
+  reward a wrong choice or push the score above 1. As in the original, a size must be equal (fuzzy matching
+  takes "2 pack" for "12 pack") and colours are compared by their base colour word.
+- Each product has one fixed price (the original draws a price from a range per session); there is no
+  Attributes sub-page; clicking a product title does nothing (as in the original, its id is the link).
+- The episode cap is `max_turns` actions (default 10, the paper's WebShop setting); reward is binary.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+from rapidfuzz import fuzz
+
+from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN, GameStep, TextEnv, extract_answer
+from comprl.envs.webshop_catalogue import DATA_DIR, SIZE_GROUP, Catalogue, Goal, Product, load
+
+DEFAULT_MAX_TURNS = 10
+"""Actions per episode: the paper's code caps WebShop episodes at 10 steps."""
+
+EVAL_SEED_OFFSET = 1_000_000
+"""With ``split="auto"``, seeds from here on play test goals: the same offset as the training loop's
+evaluation seeds (`comprl.trainers.loop.EVAL_SEED_OFFSET`)."""
+
+SPLITS = ("auto", "train", "test")
+TASKS = ("small",)
+"""The registered WebShop variants (the paper's "small": a 1,000-product catalogue)."""
+
+SEARCH_RETURN = 50
+"""Products a search returns, best first (the original's SEARCH_RETURN_N)."""
+RESULTS_PER_PAGE = 10
+MAX_QUERY_CHARS = 500
+"""Longer search queries are refused as invalid actions."""
+MATCH_THRESHOLD = 85
+"""Token-set similarity (0-100) above which two attribute or option texts count as the same."""
+
+SEP = " [SEP] "
+SEARCH_PROMPT = "search[<your query>]"
+BACK_TO_SEARCH = "back to search"
+NEXT_PAGE = "next >"
+PREV_PAGE = "< prev"
+BUY_NOW = "buy now"
+SUB_PAGES = ("description", "features", "reviews")
+
+_ACTION = re.compile(r"(search|click)\s*\[(.*)\]", re.DOTALL)
+_QUOTES = "\"'`"
+
+BASE_COLOURS = (
+    "black", "white", "gray", "grey", "silver", "gold", "red", "pink", "purple", "blue", "navy", "teal",
+    "green", "yellow", "orange", "brown", "beige", "khaki", "clear",
+)
+"""Colour words an option value is reduced to before matching ("wine red" -> "red", as the original does)."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reward.
+
+
+@dataclass(frozen=True)
+class PurchaseScore:
+    """The parts of the WebShop score of one purchase."""
+
+    attributes_matched: int
+    attributes_wanted: int
+    options_matched: int
+    options_wanted: int
+    price_ok: bool
+    type_reward: float
+    """r_type: 1, 0.5, 0.1 or 0 (see the module docstring)."""
+
+    @property
+    def total(self) -> float:
+        """The score in [0, 1]; exactly 1.0 only when everything matches."""
+        matched = self.attributes_matched + self.options_matched + int(self.price_ok)
+        return matched / (self.attributes_wanted + self.options_wanted + 1) * self.type_reward
+
+
+def attribute_matched(attribute: str, product: Product) -> bool:
+    """True when `product` lists an attribute similar to `attribute` or names it in its own text."""
+    if any(fuzz.token_set_ratio(attribute, own) > MATCH_THRESHOLD for own in product.attributes):
+        return True
+    text = " ".join((product.title, *product.features, product.description)).lower()
+    return attribute in text
+
+
+def _base_colour(value: str) -> str:
+    """The first base colour word of an option value, or the value itself when it has none."""
+    words = value.lower().split()
+    return next((colour for colour in BASE_COLOURS if colour in words), value.lower())
+
+
+def option_matched(group: str, wanted: str, chosen: Sequence[str]) -> bool:
+    """True when one of the `chosen` option values satisfies the wanted value of option `group`."""
+    if group == SIZE_GROUP:
+        return any(wanted.strip().lower() == value.strip().lower() for value in chosen)
+    target = _base_colour(wanted)
+    return any(fuzz.token_set_ratio(target, _base_colour(value)) > MATCH_THRESHOLD for value in chosen)
+
+
+def type_reward(wanted: Product, bought: Product) -> float:
+    """r_type: how far `bought` is the same kind of product as `wanted` (title nouns, query, category path)."""
+    wanted_nouns, bought_nouns = set(wanted.title_nouns), set(bought.title_nouns)
+    noun_overlap = len(wanted_nouns & bought_nouns) / len(wanted_nouns) if wanted_nouns else 0.2
+    same_query = wanted.query == bought.query
+    shared_levels = len(set(wanted.path) & set(bought.path))
+    if noun_overlap == 0.0:
+        return 0.0
+    if noun_overlap < 0.1:
+        return 0.1
+    if same_query or shared_levels >= 2 or noun_overlap > 0.2:
+        return 1.0
+    return 0.5
+
+
+def score_purchase(goal: Goal, wanted: Product, bought: Product, selected: Mapping[str, str]) -> PurchaseScore:
+    """Score buying `bought` with the `selected` options (group -> value) for `goal`, whose product is `wanted`."""
+    chosen = list(selected.values())
+    return PurchaseScore(
+        attributes_matched=sum(attribute_matched(attribute, bought) for attribute in goal.attributes),
+        attributes_wanted=len(goal.attributes),
+        options_matched=sum(option_matched(group, value, chosen) for group, value in goal.options.items()),
+        options_wanted=len(goal.options),
+        price_ok=bought.price <= goal.price_upper,
+        type_reward=type_reward(wanted, bought),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Search and the loaded shop.
+
+
+def _connect_with_fts() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the fts extension loaded from the installed wheel (no download)."""
+    spec = importlib.util.find_spec("duckdb_extension_fts")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("WebShop search needs the package duckdb-extension-fts: pip install duckdb-extension-fts")
+    connection = duckdb.connect(":memory:", config={"threads": 1})
+    version = connection.execute("PRAGMA version").fetchone()[0]
+    file = Path(next(iter(spec.submodule_search_locations))) / "extensions" / version / "fts.duckdb_extension"
+    if not file.exists():
+        raise ImportError(f"{file} does not exist: duckdb {version} needs duckdb-extension-fts=={version.lstrip('v')}")
+    quoted = str(file).replace("'", "''")
+    connection.execute(f"LOAD '{quoted}'")
+    return connection
+
+
+def _indexed_text(product: Product) -> str:
+    """What search sees of a product, as in the original index: title, description, first feature, options."""
+    options = ", and ".join(f"{group}: {', '.join(values)}" for group, values in product.options.items())
+    return " ".join((product.title, product.description, product.features[0], options))
+
+
+class ProductSearch:
+    """BM25 ranking of the catalogue for a free-text query (DuckDB full-text search)."""
+
+    def __init__(self, products: Sequence[Product]) -> None:
+        self._connection = _connect_with_fts()
+        self._connection.execute("CREATE TABLE products (idx INTEGER, contents VARCHAR)")
+        self._connection.executemany(
+            "INSERT INTO products VALUES (?, ?)",
+            [(i, _indexed_text(product)) for i, product in enumerate(products)],
+        )
+        self._connection.execute(
+            "PRAGMA create_fts_index('products', 'idx', 'contents', stemmer='porter', stopwords='english', "
+            "ignore='(\\.|[^a-z0-9])+', strip_accents=1, lower=1)"
+        )
+
+    def search(self, query: str, limit: int = SEARCH_RETURN) -> tuple[int, ...]:
+        """Indices of the best `limit` products for `query`, best first (ties by catalogue order)."""
+        rows = (
+            self._connection.cursor()
+            .execute(
+                "SELECT idx FROM (SELECT idx, fts_main_products.match_bm25(idx, ?, k := 0.9, b := 0.4) AS score "
+                "FROM products) WHERE score IS NOT NULL ORDER BY score DESC, idx LIMIT ?",
+                [query, limit],
+            )
+            .fetchall()
+        )
+        return tuple(int(row[0]) for row in rows)
+
+
+class Shop:
+    """The catalogue, its goals by split, and its search index (built once per data folder and process)."""
+
+    def __init__(self, catalogue: Catalogue) -> None:
+        self.products = catalogue.products
+        self.by_asin: Mapping[str, Product] = {product.asin: product for product in self.products}
+        self.train_goals = tuple(goal for goal in catalogue.goals if goal.split == "train")
+        self.test_goals = tuple(goal for goal in catalogue.goals if goal.split == "test")
+        weights = np.array([goal.weight for goal in self.train_goals], dtype=float)
+        self.train_probabilities = weights / weights.sum()
+        self.search = ProductSearch(self.products)
+
+
+@lru_cache(maxsize=None)
+def open_shop(data_dir: Path = DATA_DIR) -> Shop:
+    """The `Shop` of a catalogue folder, loaded on first use and then shared by every env of the process."""
+    return Shop(load(data_dir))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The environment.
+
+
+class WebShopTextEnv(TextEnv):
+    """WebShop-small as a text environment; see the module docstring for pages, reward, seeds and deviations."""
+
+    def __init__(
+        self,
+        task: str = "small",
+        split: str = "auto",
+        max_turns: int = DEFAULT_MAX_TURNS,
+        data_dir: str | Path | None = None,
+        action_prompt: bool = True,
+    ) -> None:
+        """Create the env; `split` is "auto", "train" or "test" (which goals seeds play: module docstring)."""
+        super().__init__(max_turns=max_turns, action_prompt=action_prompt)
+        if task not in TASKS:
+            raise ValueError(f"unknown WebShop task {task!r}; accepted: {', '.join(TASKS)}")
+        if split not in SPLITS:
+            raise ValueError(f"unknown WebShop split {split!r}; accepted: {', '.join(SPLITS)}")
+        self.split = split
+        self.shop = open_shop(Path(data_dir) if data_dir is not None else DATA_DIR)
+        self._seed: int | None = None
+        self._goal: Goal | None = None
+        self._page = "search"
+        self._results: tuple[int, ...] = ()
+        self._result_page = 1
+        self._product: Product | None = None
+        self._selected: dict[str, str] = {}
+        self._score = 0.0
+
+    @property
+    def goal(self) -> Goal:
+        """The goal of the current episode."""
+        if self._goal is None:
+            raise RuntimeError("no goal yet: call reset() first")
+        return self._goal
+
+    @property
+    def page(self) -> str:
+        """The page shown: "search", "results", "item", "description", "features", "reviews" or "done"."""
+        return self._page
+
+    @property
+    def selected_options(self) -> Mapping[str, str]:
+        """Option group -> value selected on the open product page."""
+        return dict(self._selected)
+
+    @property
+    def instruction(self) -> str:
+        """How to shop, the action syntax and the reply format, for the system prompt."""
+        return (
+            "You are shopping on WebShop, an online store. Each page is shown as text whose parts are separated "
+            "by [SEP]; it starts with your shopping instruction. Find a product that fits the instruction, "
+            "select the options it asks for (such as color and size) and buy it, at a price below the limit. "
+            "Actions: search[keywords] on the search page; click[button] for a button shown on the page: a "
+            f"product id on the results page, '{NEXT_PAGE}', '{PREV_PAGE}', '{BACK_TO_SEARCH}', an option "
+            f"value, 'description', 'features', 'reviews' or '{BUY_NOW}'. You have {self.max_turns} actions; "
+            f"clicking {BUY_NOW} ends the episode. Reply with exactly one action as {ANSWER_OPEN}ACTION"
+            f"{ANSWER_CLOSE}, for example {ANSWER_OPEN}search[red vegan lipstick]{ANSWER_CLOSE}."
+        )
+
+    @property
+    def action_words(self) -> tuple[str, ...]:
+        """The page's admissible actions: ``search[<your query>]`` on the search page, else its clicks."""
+        if self._page == "search":
+            return (SEARCH_PROMPT,)
+        return tuple(f"click[{button}]" for button in self._clickables())
+
+    def parse_action(self, text: str) -> str | None:
+        """``search[query]`` (on the search page) or ``click[button]`` (a clickable of the page), else None."""
+        candidate = extract_answer(text)
+        match = _ACTION.fullmatch(candidate) if candidate is not None else None
+        if match is None:
+            return None
+        verb, argument = match.group(1), match.group(2).strip().strip(_QUOTES).strip()
+        if verb == "search":
+            if self._page != "search" or not argument or len(argument) > MAX_QUERY_CHARS:
+                return None
+            return f"search[{argument}]"
+        return f"click[{argument}]" if argument in self._clickables() else None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
+        """Start an episode on the search page; `seed` picks the goal (see the module docstring)."""
+        self._seed = seed
+        return super().reset(seed=seed, options=options)
+
+    def _choose_goal(self) -> Goal:
+        seed = self._seed
+        test_by_seed = self.split == "test" or (self.split == "auto" and seed is not None and seed >= EVAL_SEED_OFFSET)
+        if test_by_seed:
+            goals = self.shop.test_goals
+            if seed is None:
+                return goals[int(self.np_random.integers(len(goals)))]
+            offset = EVAL_SEED_OFFSET if self.split == "auto" else 0
+            return goals[(seed - offset) % len(goals)]
+        index = int(self.np_random.choice(len(self.shop.train_goals), p=self.shop.train_probabilities))
+        return self.shop.train_goals[index]
+
+    def _reset_game(self) -> str:
+        self._goal = self._choose_goal()
+        self._page = "search"
+        self._results = ()
+        self._result_page = 1
+        self._product = None
+        self._selected = {}
+        self._score = 0.0
+        return self._observe()
+
+    def _info(self, invalid_action: bool) -> dict[str, Any]:
+        info = super()._info(invalid_action)
+        info["webshop_score"] = self._score
+        return info
+
+    def _clickables(self) -> tuple[str, ...]:
+        """The lower-case button texts of the current page."""
+        if self._page == "results":
+            paging = (PREV_PAGE,) * (self._result_page > 1) + (NEXT_PAGE,) * (self._result_page < self._page_count())
+            return (BACK_TO_SEARCH, *paging, *(self.shop.products[i].asin.lower() for i in self._page_results()))
+        if self._page == "item":
+            product = self._open_product()
+            values = (value.lower() for values in product.options.values() for value in values)
+            return (BACK_TO_SEARCH, PREV_PAGE, *values, *SUB_PAGES, BUY_NOW)
+        if self._page in SUB_PAGES:
+            return (BACK_TO_SEARCH, PREV_PAGE)
+        return ()
+
+    def _page_count(self) -> int:
+        return max(1, -(-len(self._results) // RESULTS_PER_PAGE))
+
+    def _page_results(self) -> tuple[int, ...]:
+        start = (self._result_page - 1) * RESULTS_PER_PAGE
+        return self._results[start : start + RESULTS_PER_PAGE]
+
+    def _open_product(self) -> Product:
+        if self._product is None:
+            raise RuntimeError("no product page is open")
+        return self._product
+
+    def _play(self, action_word: str) -> GameStep:
+        verb, argument = action_word[:-1].split("[", 1)
+        if verb == "search":
+            self._results = self.shop.search.search(argument)
+            self._result_page = 1
+            self._page = "results"
+        elif argument == BUY_NOW:
+            return self._buy()
+        elif argument == BACK_TO_SEARCH:
+            self._page = "search"
+        elif argument == NEXT_PAGE:
+            self._result_page += 1
+        elif argument == PREV_PAGE:
+            self._go_back()
+        elif argument in SUB_PAGES:
+            self._page = argument
+        elif self._page == "results":
+            self._product = self.shop.by_asin[argument.upper()]
+            self._selected = {}
+            self._page = "item"
+        else:
+            self._select_option(argument)
+        return GameStep(self._observe(), 0.0, False, False)
+
+    def _go_back(self) -> None:
+        if self._page == "results":
+            self._result_page -= 1
+        elif self._page == "item":
+            self._page = "results"
+        else:
+            self._page = "item"
+
+    def _select_option(self, value: str) -> None:
+        for group, values in self._open_product().options.items():
+            for offered in values:
+                if offered.lower() == value:
+                    self._selected[group] = offered
+
+    def _buy(self) -> GameStep:
+        product = self._open_product()
+        score = score_purchase(self.goal, self.shop.by_asin[self.goal.asin], product, self._selected)
+        self._score = score.total
+        self._page = "done"
+        success = self._score == 1.0
+        return GameStep(self._observe(), 1.0 if success else 0.0, True, success)
+
+    def _observe(self) -> str:
+        header = ["Instruction:", self.goal.instruction]
+        if self._page == "search":
+            return SEP.join(["WebShop", *header, "Search"])
+        if self._page == "results":
+            paging = ["< Prev"] * (self._result_page > 1) + ["Next >"] * (self._result_page < self._page_count())
+            listing = [
+                part
+                for i in self._page_results()
+                for part in (self.shop.products[i].asin, self.shop.products[i].title, f"${self.shop.products[i].price:.2f}")
+            ]
+            page_line = f"Page {self._result_page} (Total results: {len(self._results)})"
+            return SEP.join([*header, "Back to Search", page_line, *paging, *listing])
+        if self._page == "done":
+            return self._receipt()
+        product = self._open_product()
+        top = [*header, "Back to Search", "< Prev"]
+        if self._page == "item":
+            options = [part for group, values in product.options.items() for part in (group, *values)]
+            details = [product.title, f"Price: ${product.price:.2f}", f"Rating: {product.rating:.1f}"]
+            return SEP.join([*top, *options, *details, "Description", "Features", "Reviews", "Buy Now"])
+        if self._page == "description":
+            return SEP.join([*top, product.description])
+        if self._page == "features":
+            return SEP.join([*top, *product.features])
+        reviews = [part for r in product.reviews for part in (r.title, f"{r.stars} out of 5 stars", r.body)]
+        return SEP.join([*top, *reviews])
+
+    def _receipt(self) -> str:
+        product = self._open_product()
+        chosen = [f"{group}: {value}" for group, value in self._selected.items()] or ["no options selected"]
+        parts = ["Thank you for shopping with us!", "Purchased", product.asin, product.title, *chosen]
+        return SEP.join([*parts, "Your score (min 0.0, max 1.0)", f"{self._score:.2f}"])
