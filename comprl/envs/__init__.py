@@ -39,6 +39,7 @@ _REGISTRATIONS: tuple[_Registration, ...] = (
     _Registration("comprl/River-Narrow-v0", "comprl.envs.minihack:MiniHackTextEnv", "river"),
     _Registration("comprl/WebShop-Small-v0", "comprl.envs.webshop:WebShopTextEnv", "small"),
     _Registration("comprl/Sokoban-6x6-2box-v0", "comprl.envs.sokoban:SokobanTextEnv", "6x6-2box"),
+    _Registration("comprl/ALFWorld-v0", "comprl.envs.alfworld:AlfWorldTextEnv", "all"),
 )
 
 ENV_IDS: tuple[str, ...] = tuple(registration.env_id for registration in _REGISTRATIONS)
