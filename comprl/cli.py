@@ -48,12 +48,12 @@ def run_notebook(name: str, profile: str, params: dict[str, object], output_dir:
     if output_dir is None:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         output_dir = REPO_ROOT / "results" / f"{notebook.stem}_{profile}_{stamp}"
-    output_dir = output_dir.resolve()
-    output_dir.mkdir(parents=True, exist_ok=True)
     accepted = papermill.inspect_notebook(str(notebook))
     unknown = sorted(set(params) - set(accepted))
     if unknown:
         raise SystemExit(f"comprl: unknown parameter(s) {unknown} for {notebook.stem}; accepted: {', '.join(accepted)}")
+    output_dir = output_dir.resolve()
+    output_dir.mkdir(parents=True, exist_ok=True)  # only once the call is known to be valid
     parameters = {"profile": profile, "output_dir": str(output_dir), **params}
     try:
         papermill.execute_notebook(

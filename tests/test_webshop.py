@@ -177,12 +177,6 @@ def test_seeds_pick_goals_by_split(catalogue):
         assert train_env.goal.split == "train" and auto_env.goal == train_env.goal
 
 
-def test_eval_seed_offset_matches_the_training_loop():
-    from comprl.trainers.loop import EVAL_SEED_OFFSET as LOOP_OFFSET
-
-    assert EVAL_SEED_OFFSET == LOOP_OFFSET
-
-
 # --- pages and actions -------------------------------------------------------------------------------------
 
 

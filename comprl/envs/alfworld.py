@@ -78,14 +78,10 @@ from comprl.envs.alfworld_scenes import (
     split_size,
     split_task_types,
 )
-from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN, GameStep, TextEnv, extract_answer
+from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN, EVAL_SEED_OFFSET, GameStep, TextEnv, extract_answer
 
 DEFAULT_MAX_TURNS = 40
 """Actions per single-task ALFWorld episode."""
-
-EVAL_SEED_OFFSET = 1_000_000
-"""Seeds from here on play evaluation scenes under ``split="auto"``; equal to the training loop's offset for
-evaluation seeds (`comprl.trainers.loop.EVAL_SEED_OFFSET`)."""
 
 SPLIT_CHOICES = ("auto", "train", "eval")
 TASK_CHOICES = ("all", *TASK_TYPES)

@@ -35,6 +35,10 @@ MAX_TEXT_LENGTH = 100_000
 TEXT_CHARSET = string.printable
 """Printable ASCII plus whitespace (newlines included): the alphabet of observations and actions."""
 
+EVAL_SEED_OFFSET = 1_000_000
+"""The seed convention every comprl env shares: training seeds are below this, evaluation seeds at or above it.
+Envs with a held-out split (WebShop test goals, ALFWorld's out-of-distribution set) map evaluation seeds to it."""
+
 ANSWER_OPEN = "<answer>"
 ANSWER_CLOSE = "</answer>"
 _QUOTES = "\"'`"

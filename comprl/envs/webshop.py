@@ -71,15 +71,11 @@ import duckdb
 import numpy as np
 from rapidfuzz import fuzz
 
-from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN, GameStep, TextEnv, extract_answer
+from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN, EVAL_SEED_OFFSET, GameStep, TextEnv, extract_answer
 from comprl.envs.webshop_catalogue import DATA_DIR, SIZE_GROUP, Catalogue, Goal, Product, load
 
 DEFAULT_MAX_TURNS = 10
 """Actions per episode: the paper's code caps WebShop episodes at 10 steps."""
-
-EVAL_SEED_OFFSET = 1_000_000
-"""With ``split="auto"``, seeds from here on play test goals: the same offset as the training loop's
-evaluation seeds (`comprl.trainers.loop.EVAL_SEED_OFFSET`)."""
 
 SPLITS = ("auto", "train", "test")
 TASKS = ("small",)

@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from comprl.bank import Embedder, ExperienceBank
 from comprl.config import TRAINS_ACTOR, TRAINS_EXTRACTOR, ExperimentConfig
 from comprl.envs import make
+from comprl.envs.base import EVAL_SEED_OFFSET  # evaluation plays seeds EVAL_SEED_OFFSET + i
 from comprl.experience import ExperienceTrack
 from comprl.llm import HFEngine, load_model
 from comprl.rollout import Retriever, Trajectory, run_episodes, summarize
@@ -30,8 +31,6 @@ from comprl.trainers.extractor import ExtractorTrainer
 
 log = logging.getLogger(__name__)
 
-EVAL_SEED_OFFSET = 1_000_000
-"""Evaluation episodes use env seeds ``EVAL_SEED_OFFSET + i``; training seeds are drawn below it, so they never overlap."""
 
 
 def resolve_device(config: ExperimentConfig) -> torch.device:

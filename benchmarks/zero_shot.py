@@ -1,0 +1,52 @@
+"""Zero-shot success of a model on every comprl env: the starting point RL improves on.
+
+    python benchmarks/zero_shot.py                         # SmolLM2-135M, 20 evaluation seeds per env
+    python benchmarks/zero_shot.py --model tiny-random --episodes 2 --max-turns 3   # check the script
+
+Episodes run in lockstep (one batched generation call per turn) on the evaluation seeds
+(``EVAL_SEED_OFFSET + i``: WebShop test goals, ALFWorld's out-of-distribution set), with the cpu profile's
+sampling (temperature 0.7, "<answer>" pre-filled) and each env's own turn cap unless --max-turns is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from comprl.envs import ENV_IDS, make
+from comprl.envs.base import EVAL_SEED_OFFSET
+from comprl.llm import HFEngine, load_model
+from comprl.rollout import RolloutConfig, run_episodes, summarize
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--max-turns", type=int, default=None, help="default: each env's own cap")
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--envs", nargs="*", default=list(ENV_IDS))
+    args = parser.parse_args()
+
+    model, tokenizer = load_model(args.model)
+    engine = HFEngine(model, tokenizer)
+    rollout = RolloutConfig(max_new_tokens=args.max_new_tokens, temperature=0.7, response_prefix="<answer>")
+    seeds = [EVAL_SEED_OFFSET + i for i in range(args.episodes)]
+    print(f"{args.model}, {args.episodes} evaluation seeds per env")
+    print(f"{'env':32s} {'success':>8s} {'invalid':>8s} {'turns':>6s} {'wall s':>7s}")
+    for env_id in args.envs:
+        kwargs = {} if args.max_turns is None else {"max_turns": args.max_turns}
+        envs = [make(env_id, **kwargs) for _ in seeds]
+        torch.manual_seed(0)
+        started = time.perf_counter()
+        stats = summarize(run_episodes(engine, envs, seeds, rollout))
+        print(
+            f"{env_id:32s} {stats['success_rate']:8.2f} {stats['invalid_action_rate']:8.2f} "
+            f"{stats['mean_episode_length']:6.1f} {time.perf_counter() - started:7.0f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
