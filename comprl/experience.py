@@ -3,7 +3,8 @@
 :class:`ExperienceTrack` ties together an extractor generation engine, an :class:`~comprl.bank.ExperienceBank`
 and the prompts/validation of :mod:`comprl.extractor`:
 
-- ``retrieve`` answers the actor's guided episodes (top-k by cosine similarity within the task, top-1 by default);
+- ``retrieve`` answers the actor's guided episodes (one entry each, by cosine similarity within the task with
+  the paper's diversity re-ranking);
 - ``distill`` prompts the extractor with finished trajectories and applies each valid answer atomically;
 - ``merge`` slides over the bank in chunks and lets the extractor merge, rewrite or discard entries.
 
