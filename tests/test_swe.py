@@ -13,10 +13,10 @@ from comprl.envs.swe_sandbox import Sandbox, SandboxConfig, SandboxUnavailable, 
 from comprl.envs.swe_tasks import (
     DATA_DIR,
     TaskDataError,
-    grade_log,
+    grade_statuses,
     load_tasks,
     materialize,
-    parse_pytest_log,
+    status_log,
 )
 from comprl.envs.swe_tools import Editor, ToolCallError, parse_tool_call
 
@@ -89,41 +89,42 @@ def test_buggy_tree_differs_from_fixed_exactly_by_the_bug(tmp_path):
 
 # ---- grading ----------------------------------------------------------------------------------------------
 
-LOG = """============================= test session starts ==============================
-=========================== short test summary info ============================
-PASSED tests/test_a.py::test_kept
-PASSED tests/test_issue.py::test_fixed
-FAILED tests/test_issue.py::test_other - AssertionError: assert 1 == 2
-SKIPPED [1] tests/test_a.py:4: not on this platform
-========================= 1 failed, 2 passed, 1 skipped in 0.05s ==============="""
+STATUSES = {
+    "tests/test_a.py::test_kept": "PASSED",
+    "tests/test_issue.py::test_fixed": "PASSED",
+    "tests/test_issue.py::test_other": "FAILED",
+    "tests/test_a.py::test_skipped": "SKIPPED",
+}
 
 
 def _task_with(fail_to_pass, pass_to_pass):
     return dataclasses.replace(TASKS[0], fail_to_pass=fail_to_pass, pass_to_pass=pass_to_pass)
 
 
-def test_pytest_summary_lines_are_parsed():
-    assert parse_pytest_log(LOG) == {
-        "tests/test_a.py::test_kept": "PASSED",
-        "tests/test_issue.py::test_fixed": "PASSED",
-        "tests/test_issue.py::test_other": "FAILED",
-    }
+def test_status_log_reads_like_pytest_summary_lines():
+    assert status_log(STATUSES).splitlines()[:2] == ["PASSED tests/test_a.py::test_kept", "PASSED tests/test_issue.py::test_fixed"]
 
 
 def test_resolution_needs_every_fail_to_pass_and_pass_to_pass_test():
-    resolved = grade_log(LOG, 1, _task_with(("tests/test_issue.py::test_fixed",), ("tests/test_a.py::test_kept",)))
+    def grade(fail_to_pass, pass_to_pass):
+        return grade_statuses(STATUSES, 1, _task_with(fail_to_pass, pass_to_pass))
+
+    resolved = grade(("tests/test_issue.py::test_fixed",), ("tests/test_a.py::test_kept", "tests/test_a.py::test_skipped"))
     assert resolved.resolved and resolved.log_trusted
-    partial = grade_log(LOG, 1, _task_with(("tests/test_issue.py::test_fixed", "tests/test_issue.py::test_other"), ()))
+    partial = grade(("tests/test_issue.py::test_fixed", "tests/test_issue.py::test_other"), ())
     assert not partial.resolved and partial.fail_to_pass_failed == ("tests/test_issue.py::test_other",)
-    missing = grade_log(LOG, 1, _task_with(("tests/test_issue.py::test_fixed",), ("tests/test_a.py::test_gone",)))
+    missing = grade(("tests/test_issue.py::test_fixed",), ("tests/test_a.py::test_gone",))
     assert not missing.resolved and missing.pass_to_pass_failed == ("tests/test_a.py::test_gone",)
+    skipped = grade(("tests/test_a.py::test_skipped",), ())
+    assert not skipped.resolved and skipped.fail_to_pass_failed == ("tests/test_a.py::test_skipped",)
 
 
-def test_log_contradicting_the_exit_code_is_not_trusted():
-    only_passes = "PASSED tests/test_issue.py::test_fixed\n"
-    report = grade_log(only_passes, 1, _task_with(("tests/test_issue.py::test_fixed",), ()))
+def test_outcomes_contradicting_the_exit_code_are_not_trusted():
+    only_passes = {"tests/test_issue.py::test_fixed": "PASSED"}
+    report = grade_statuses(only_passes, 1, _task_with(("tests/test_issue.py::test_fixed",), ()))
     assert not report.log_trusted and not report.resolved
-    assert not grade_log(only_passes, None, _task_with(("tests/test_issue.py::test_fixed",), ())).resolved
+    assert not grade_statuses(only_passes, None, _task_with(("tests/test_issue.py::test_fixed",), ())).resolved
+    assert grade_statuses(only_passes, 0, _task_with(("tests/test_issue.py::test_fixed",), ())).resolved
 
 
 def test_builtin_grading_agrees_with_swebench_when_installed():
@@ -138,7 +139,7 @@ def test_builtin_grading_agrees_with_swebench_when_installed():
     ]
     for fail_to_pass, pass_to_pass in cases:
         task = _task_with(fail_to_pass, pass_to_pass)
-        assert _builtin_report(parse_pytest_log(LOG), task) == _swebench_report(LOG, task)
+        assert _builtin_report(STATUSES, task) == _swebench_report(status_log(STATUSES), task)
 
 
 # ---- tool calls and the editor ----------------------------------------------------------------------------

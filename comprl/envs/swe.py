@@ -11,8 +11,8 @@ An episode:
   next reset or at ``close``); the first observation is the issue and the repository's file list;
 - each action is one tool call, JSON inside answer tags (`comprl.envs.swe_tools`): ``bash`` runs a command in
   the workspace under bubblewrap (`comprl.envs.swe_sandbox`: no network, nothing else of the host writable or
-  visible, time and output limits), ``str_replace_editor`` views, creates and edits files, ``submit`` ends
-  the episode;
+  visible, time, output, memory and process limits; the workspace is a tmpfs of ``workspace_mb``),
+  ``str_replace_editor`` views, creates and edits files, ``submit`` ends the episode;
 - the submission is graded with SWE-bench's rules (`comprl.envs.swe_tasks.grade_tree`): reward 1.0 and
   success when the task is resolved, else 0.0. An episode that reaches `max_turns` without submitting is
   graded as it stands, as SWE-agent submits automatically at its step limit (``grade_unsubmitted=False``
@@ -48,8 +48,25 @@ from comprl.envs.base import (
     choose_by_seed,
     seed_split,
 )
-from comprl.envs.swe_sandbox import WORKSPACE_MOUNT, CommandResult, Sandbox, SandboxConfig, bwrap_path
-from comprl.envs.swe_tasks import DATA_DIR, GradingReport, SweTask, diff_trees, grade_tree, load_tasks, materialize
+from comprl.envs.swe_sandbox import (
+    WORKSPACE_MOUNT,
+    CommandResult,
+    Sandbox,
+    SandboxConfig,
+    bwrap_path,
+    mount_quota,
+    unmount_quota,
+)
+from comprl.envs.swe_tasks import (
+    DATA_DIR,
+    GradingReport,
+    SweTask,
+    copy_tree,
+    diff_trees,
+    grade_tree,
+    load_tasks,
+    materialize,
+)
 from comprl.envs.swe_tools import TOOLS, Editor, ToolCall, ToolCallError, parse_tool_call
 
 SPLITS = ("auto", "train", "test")
@@ -84,10 +101,13 @@ class LocalWorkspace:
     def __init__(self, task: SweTask, config: SandboxConfig) -> None:
         self.task, self.config = task, config
         self._scratch = Path(tempfile.mkdtemp(prefix=f"comprl-swe-{task.instance_id}-"))
-        self._cleanup = weakref.finalize(self, shutil.rmtree, self._scratch, ignore_errors=True)
-        materialize(task, self._scratch / "base")
         self.root = self._scratch / "repo"
-        shutil.copytree(self._scratch / "base", self.root)
+        self.root.mkdir()
+        self._cleanup = weakref.finalize(self, _remove_workspace, self._scratch, self.root, config.episode_limits)
+        if config.episode_limits:
+            mount_quota(self.root, config.workspace_mb)
+        materialize(task, self._scratch / "base")
+        copy_tree(self._scratch / "base", self.root)
         self._sandbox = Sandbox(self.root, config)
 
     def run(self, command: str) -> CommandResult:
@@ -105,6 +125,12 @@ class LocalWorkspace:
 
     def close(self) -> None:
         self._cleanup()
+
+
+def _remove_workspace(scratch: Path, root: Path, mounted: bool) -> None:
+    if mounted:
+        unmount_quota(root)
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 class SweLiteEnv(TextEnv):
@@ -229,7 +255,9 @@ class SweLiteEnv(TextEnv):
             return self._graded("Submitted.")
         if call.name == "bash":
             result = self._workspace.run(call.arguments["command"])
-            if result.timed_out:
+            if result.out_of_memory:
+                status = f"[killed: its processes together went over the memory limit of {self.sandbox_config.memory_mb} MB]"
+            elif result.timed_out:
                 status = f"[killed after {self.sandbox_config.timeout_s:g} s: the command timed out]"
             else:
                 status = f"[exit code {result.exit_code}]"

@@ -10,8 +10,15 @@ SWE-lite lets the actor run arbitrary bash. Every command runs under ``bwrap`` (
   workspaces can be read;
 - no network (a new network namespace holds only a loopback device), its own PID namespace (a command's
   background processes die with it), its own IPC and UTS namespaces, a new session (no terminal injection);
+- no variable of the host's environment: bwrap itself starts with an empty environment (it is PID 1 inside,
+  and its ``/proc/1/environ`` is readable there), the command gets only the few variables set here;
 - limits: a wall-clock timeout that kills the whole process tree, a cap on the output kept (the rest is read
-  and dropped, so ``yes`` cannot fill memory), and rlimits on address space, file size and processes.
+  and dropped, so ``yes`` cannot fill memory), an rlimit on file size, and, for everything a command starts
+  taken together, memory and process counts enforced by the kernel (`CommandCgroup`: a cgroup per command,
+  v1 or v2, which also holds for root, unlike RLIMIT_NPROC); the episode's workspace is a tmpfs of fixed
+  size (`mount_quota`), so its disk use is bounded too. Both need root (or a delegated cgroup); where that
+  is impossible, ``SandboxConfig(episode_limits=False)`` falls back to per-process rlimits, which a hostile
+  agent can exceed with several processes or files.
 
 `Sandbox.run` never raises for anything the command does: a timeout, a crash or an oversized output is
 reported in the returned `CommandResult`. Missing ``bwrap`` raises `SandboxUnavailable` naming the package.
@@ -26,10 +33,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 WORKSPACE_MOUNT = "/repo"
 """Where the workspace appears inside the sandbox (and the path the agent is told about)."""
@@ -60,16 +69,26 @@ class SandboxConfig:
     output_chars: int = 10_000
     """Characters of combined stdout/stderr kept; longer output keeps its head and tail around a marker."""
     memory_mb: int = 2048
-    """Address-space limit per process (RLIMIT_AS)."""
+    """Memory of all processes of one command together, page cache and ``/tmp`` included (the memory cgroup's
+    limit); with ``episode_limits=False``, the address space of each process (RLIMIT_AS)."""
     file_size_mb: int = 64
     """Largest file a command may write (RLIMIT_FSIZE)."""
     max_processes: int = 256
-    """New processes a command may add to the machine's current count (RLIMIT_NPROC counts per user)."""
+    """Processes and threads of one command at once (the pids cgroup's limit); with ``episode_limits=False``,
+    new processes the user may add to the machine's current count (RLIMIT_NPROC, which root ignores)."""
     tmp_size_mb: int = 256
     """Size of the private ``/tmp``."""
+    workspace_mb: int = 256
+    """Disk quota of an episode's workspace: it lives on a tmpfs of this size (SWE-lite repositories are <1 MB)."""
+    episode_limits: bool = True
+    """Enforce `memory_mb`, `max_processes` and `workspace_mb` with the kernel (cgroups and a tmpfs mount,
+    which need root or a delegated cgroup; `SandboxUnavailable` says what is missing). False: per-process
+    rlimits only and no disk quota, for machines where that is impossible; a hostile agent can then use
+    several times `memory_mb` and fill the disk."""
 
     def __post_init__(self) -> None:
-        for name in ("timeout_s", "output_chars", "memory_mb", "file_size_mb", "max_processes", "tmp_size_mb"):
+        names = ("timeout_s", "output_chars", "memory_mb", "file_size_mb", "max_processes", "tmp_size_mb", "workspace_mb")
+        for name in names:
             if getattr(self, name) <= 0:
                 raise ValueError(f"SandboxConfig.{name} must be > 0, got {getattr(self, name)}")
 
@@ -86,6 +105,8 @@ class CommandResult:
     truncated: bool
     """True when output was dropped to respect the cap."""
     seconds: float
+    out_of_memory: bool = False
+    """True when the kernel killed a process of the command for going over `SandboxConfig.memory_mb`."""
 
 
 def render_output(head: bytes, tail: bytes, dropped: int) -> str:
@@ -133,15 +154,217 @@ def _python_roots() -> tuple[str, ...]:
     return tuple(sorted(root for root in roots if not any(root.startswith(system) for system in _SYSTEM_DIRS)))
 
 
-class Sandbox:
-    """Runs shell commands with `workspace` mounted read-write at `WORKSPACE_MOUNT` (see the module docstring)."""
+# ---- per-command and per-episode limits enforced by the kernel ----------------------------------------------
 
-    def __init__(self, workspace: str | os.PathLike[str], config: SandboxConfig | None = None) -> None:
+_CGROUP_LIMITS = {"memory": ("memory.limit_in_bytes", "memory.max"), "pids": ("pids.max", "pids.max")}
+"""Controller -> its limit file in cgroup v1 and in cgroup v2."""
+
+
+@lru_cache(maxsize=1)
+def cgroup_parents() -> dict[str, tuple[Path, bool]]:
+    """Controller (memory, pids) -> (this process's cgroup folder in the hierarchy that has it, whether it is
+    cgroup v2); `SandboxUnavailable` when a controller is missing or its folder is not writable."""
+    mounts: dict[str, tuple[str, str, bool]] = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields, _, tail = line.partition(" - ")
+        fstype, _source, options = (tail.split() + ["", ""])[:3]
+        root, mountpoint = fields.split()[3:5]
+        if fstype == "cgroup":
+            for controller in options.split(","):
+                mounts.setdefault(controller, (mountpoint, root, False))
+        elif fstype == "cgroup2":
+            mounts.setdefault("", (mountpoint, root, True))
+    own = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            own[controller] = path
+    parents = {}
+    for controller in _CGROUP_LIMITS:
+        key = controller if controller in mounts and controller in own else ""
+        if key not in mounts or key not in own:
+            raise SandboxUnavailable(f"no {controller} cgroup controller is mounted here")
+        mountpoint, root, v2 = mounts[key]
+        folder = Path(mountpoint) / os.path.relpath(own[key], root)
+        if v2 and controller not in (folder / "cgroup.controllers").read_text().split():
+            raise SandboxUnavailable(f"the {controller} controller is not enabled for cgroup {folder}")
+        if not os.access(folder, os.W_OK):
+            raise SandboxUnavailable(f"cannot create cgroups under {folder} (needs root or a delegated cgroup)")
+        parents[controller] = (folder.resolve(), v2)
+    return parents
+
+
+_CGROUP_PREFIX = "comprl-sandbox"
+
+
+class CommandCgroup:
+    """A fresh cgroup holding one sandboxed command and everything it starts: memory and process limits for
+    them all together, a reliable way to kill them all, and whether the kernel hit the memory limit."""
+
+    def __init__(self, config: SandboxConfig) -> None:
+        name = f"{_CGROUP_PREFIX}-{os.getpid()}-{time.monotonic_ns()}"
+        self.folders: dict[Path, bool] = {}
+        limits = {"memory": config.memory_mb * 2**20, "pids": config.max_processes}
+        try:
+            for controller, (parent, v2) in cgroup_parents().items():
+                folder = parent / name
+                if folder not in self.folders:
+                    folder.mkdir()
+                    self.folders[folder] = v2
+                if v2 and controller == "memory":
+                    (folder / "memory.swap.max").exists() and (folder / "memory.swap.max").write_text("0")
+                (folder / _CGROUP_LIMITS[controller][v2]).write_text(str(limits[controller]))
+        except OSError as error:
+            self.remove()
+            raise SandboxUnavailable(f"cannot set up a cgroup for the sandbox: {error}") from error
+
+    def attach(self) -> None:
+        """Move the calling process into the cgroup (run in the child before exec)."""
+        for folder in self.folders:
+            (folder / "cgroup.procs").write_text(str(os.getpid()))
+
+    def kill(self) -> None:
+        for folder in self.folders:
+            _kill_cgroup(folder)
+
+    def out_of_memory(self) -> bool:
+        for folder, v2 in self.folders.items():
+            events = folder / ("memory.events" if v2 else "memory.oom_control")
+            if events.exists():
+                counts = dict(line.split() for line in events.read_text().splitlines() if len(line.split()) == 2)
+                if int(counts.get("oom_kill", 0)) > 0:
+                    return True
+        return False
+
+    def remove(self) -> None:
+        """Kill what is left and delete the cgroup."""
+        for folder in list(self.folders):
+            _remove_cgroup(folder)
+            self.folders.pop(folder)
+
+
+def _kill_cgroup(folder: Path) -> None:
+    for pid in (folder / "cgroup.procs").read_text().split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _remove_cgroup(folder: Path) -> None:
+    """Delete a cgroup, killing what runs in it and retrying while the kernel reaps the last processes."""
+    for _ in range(200):
+        try:
+            folder.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            _kill_cgroup(folder)
+            time.sleep(0.01)
+
+
+def remove_cgroups_of(pid: int) -> None:
+    """Remove the cgroups a process made with `CommandCgroup` and left behind (it was killed), with whatever
+    still runs in them."""
+    try:
+        parents = cgroup_parents()
+    except SandboxUnavailable:
+        return
+    for parent in {folder for folder, _ in parents.values()}:
+        for folder in parent.glob(f"{_CGROUP_PREFIX}-{pid}-*"):
+            _remove_cgroup(folder)
+
+
+def mount_quota(folder: Path, size_mb: int) -> None:
+    """Mount a tmpfs of `size_mb` on `folder`: whatever is written below it cannot exceed that size."""
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0755,nosuid,nodev", "comprl-workspace", str(folder)],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+    )
+    if result.returncode != 0:
+        raise SandboxUnavailable(
+            f"cannot mount a size-limited tmpfs for the workspace ({result.stderr.strip() or result.returncode}); "
+            "this needs root (CAP_SYS_ADMIN), or SandboxConfig(episode_limits=False) to run without a disk quota"
+        )
+
+
+def unmount_quota(folder: Path) -> None:
+    """Undo `mount_quota` (lazily, so a process still holding a file there cannot block it)."""
+    subprocess.run(["umount", "-l", str(folder)], capture_output=True, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+
+
+@lru_cache(maxsize=1)
+def check_episode_limits() -> None:
+    """`SandboxUnavailable` unless cgroups and tmpfs mounts work here (checked once)."""
+    CommandCgroup(SandboxConfig()).remove()
+    probe = Path(tempfile.mkdtemp(prefix="comprl-quota-probe-"))
+    try:
+        mount_quota(probe, 1)
+        unmount_quota(probe)
+    finally:
+        probe.rmdir()
+
+
+class SandboxedProcess:
+    """One process started in a `Sandbox`, with its cgroup; `kill` ends it and everything it started."""
+
+    def __init__(self, arguments: list[str], config: SandboxConfig, **popen: Any) -> None:
+        self.config = config
+        self.cgroup = CommandCgroup(config) if config.episode_limits else None
+        self.popen = subprocess.Popen(
+            arguments, env={}, start_new_session=True, preexec_fn=self._prepare, close_fds=True, **popen
+        )
+
+    def _prepare(self) -> None:
+        """Runs in the child before exec: the cgroup and the rlimits that bwrap and the command inherit."""
+        if self.cgroup is not None:
+            self.cgroup.attach()
+        megabyte = 2**20
+        resource.setrlimit(resource.RLIMIT_FSIZE, (self.config.file_size_mb * megabyte,) * 2)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if not self.config.episode_limits:
+            resource.setrlimit(resource.RLIMIT_AS, (self.config.memory_mb * megabyte,) * 2)
+            running = sum(name.isdigit() for name in os.listdir("/proc"))
+            resource.setrlimit(resource.RLIMIT_NPROC, (running + self.config.max_processes,) * 2)
+
+    def kill(self) -> int:
+        """Kill the process tree; its exit status."""
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if self.cgroup is not None:
+            self.cgroup.kill()
+        return self.popen.wait()
+
+    def close(self) -> bool:
+        """Kill what is left, remove the cgroup; whether the memory limit was hit."""
+        self.kill()
+        if self.cgroup is None:
+            return False
+        out_of_memory = self.cgroup.out_of_memory()
+        self.cgroup.remove()
+        return out_of_memory
+
+
+class Sandbox:
+    """Runs shell commands with `workspace` mounted read-write at `WORKSPACE_MOUNT` (see the module docstring).
+    `binds` are further host folders made visible at the same path, read-write."""
+
+    def __init__(
+        self, workspace: str | os.PathLike[str], config: SandboxConfig | None = None, binds: tuple[Path, ...] = ()
+    ) -> None:
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
             raise FileNotFoundError(f"sandbox workspace {self.workspace} is not a folder")
         self.config = config or SandboxConfig()
+        self.binds = tuple(Path(folder).resolve() for folder in binds)
         self._bwrap = bwrap_path()
+        if self.config.episode_limits:
+            check_episode_limits()
 
     def _arguments(self) -> list[str]:
         arguments = [self._bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
@@ -155,6 +378,8 @@ class Sandbox:
         # After the tmpfs: an interpreter installed under /tmp (a venv in a temporary clone) stays visible.
         for path in (*_ETC_FILES, *_python_roots()):
             arguments += ["--ro-bind-try", path, path]
+        for folder in self.binds:
+            arguments += ["--bind", str(folder), str(folder)]
         arguments += ["--bind", str(self.workspace), WORKSPACE_MOUNT, "--remount-ro", "/", "--chdir", WORKSPACE_MOUNT]
         path = ":".join((str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"))
         for name, value in (
@@ -167,37 +392,29 @@ class Sandbox:
             arguments += ["--setenv", name, value]
         return arguments
 
-    def _limit(self) -> None:
-        """Runs in the child before exec: rlimits that bwrap and the command inherit."""
-        megabyte = 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (self.config.memory_mb * megabyte,) * 2)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (self.config.file_size_mb * megabyte,) * 2)
-        running = sum(name.isdigit() for name in os.listdir("/proc"))
-        resource.setrlimit(resource.RLIMIT_NPROC, (running + self.config.max_processes,) * 2)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    def start(self, argv: list[str], **popen: Any) -> SandboxedProcess:
+        """Start `argv` in the sandbox and return at once (`popen`: the pipes, as for `subprocess.Popen`)."""
+        return SandboxedProcess([*self._arguments(), *argv], self.config, **popen)
 
     def run(self, command: str, timeout_s: float | None = None) -> CommandResult:
         """Run `command` with ``bash -c`` in the workspace; never raises for what the command does."""
         timeout = self.config.timeout_s if timeout_s is None else timeout_s
         started = time.perf_counter()
-        process = subprocess.Popen(
-            [*self._arguments(), "/bin/bash", "-c", command],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=self._limit,
+        process = self.start(
+            ["/bin/bash", "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
-        head, tail, dropped, timed_out = self._read(process, started + timeout)
-        if timed_out:
-            os.killpg(process.pid, signal.SIGKILL)
-        exit_code = process.wait()
+        try:
+            head, tail, dropped, timed_out = self._read(process.popen, started + timeout)
+            exit_code = process.kill() if timed_out else process.popen.wait()
+        finally:
+            out_of_memory = process.close()
         return CommandResult(
             output=render_output(head, tail, dropped),
             exit_code=None if timed_out else exit_code,
             timed_out=timed_out,
             truncated=dropped > 0,
             seconds=time.perf_counter() - started,
+            out_of_memory=out_of_memory,
         )
 
     def _read(self, process: subprocess.Popen, deadline: float) -> tuple[bytearray, bytearray, int, bool]:

@@ -9,13 +9,17 @@ Data layout (see ``data/swe_lite/README.md``)::
 A task's ``bug`` is a list of ``{"path", "find", "replace"}`` edits applied to the fixed repository (each
 ``find`` occurs exactly once); the buggy tree is what the agent gets, and the reverse edits are the gold patch.
 
-Grading follows SWE-bench: the submitted tree gets the task's test files (its own test folder restored to the
-task's version, so an agent cannot pass by editing tests, plus the hidden files), pytest runs with ``-rA`` in
-the sandbox, and the task is resolved iff every FAIL_TO_PASS test passes and every PASS_TO_PASS test still
-passes (a skipped PASS_TO_PASS test counts as kept, a skipped FAIL_TO_PASS test as failed). When the ``swe``
-extra (``swebench``) is installed its log parser and report functions make that decision; otherwise the same
-rules are applied here. As in swebench 5, a log that reports no failure from a pytest run that exited
-non-zero (or reports a failure from one that exited zero) is not trusted and grades as unresolved.
+Grading follows SWE-bench's rules: the task's test files (the repository's own tests as shipped, plus the
+hidden files; the agent's edits to tests play no part) run under pytest, and the task is resolved iff every
+FAIL_TO_PASS test passes and every PASS_TO_PASS test still passes (a skipped PASS_TO_PASS test counts as kept,
+a skipped FAIL_TO_PASS test as failed). When the ``swe`` extra (``swebench``) is installed its log parser and
+report functions make that decision; otherwise the same rules are applied here. As in swebench 5, outcomes
+that contradict pytest's exit status are not trusted and grade as unresolved.
+
+Unlike SWE-bench, the tests and the submitted code never share a process (a hostile agent's code could patch
+pytest or forge its report): pytest runs outside the sandbox with `comprl.envs.swe_grading`, which imports
+the submitted repository only in a sandboxed process of its own and records the outcomes itself. The
+submitted tree is copied first without following links, special files (FIFOs, sockets) left out.
 """
 
 from __future__ import annotations
@@ -23,26 +27,29 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import os
 import shutil
-from collections.abc import Mapping, Sequence
+import signal
+import stat
+import subprocess
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from comprl.envs.swe_sandbox import WORKSPACE_MOUNT, Sandbox, SandboxConfig
+from comprl.envs.swe_sandbox import SandboxConfig, cap_output, remove_cgroups_of
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "swe_lite"
 """The shipped tasks: ``data/swe_lite/`` at the repository root."""
 SPLITS = ("train", "test")
 TEST_DIR = "tests"
 """Each repository's test folder, restored to the task's version before grading."""
-PYTEST_CONFIG_FILES = ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
-"""Files that change how pytest runs; one the agent created is removed before grading, one it edited restored."""
 GRADING_TIMEOUT_S = 120.0
+"""Wall-clock limit of one grading run (every test together)."""
 GRADING_LOG_CHARS = 200_000
 _PASSING = ("PASSED", "XFAIL")
 _FAILING = ("FAILED", "ERROR", "SKIPPED")
-_STATUSES = ("PASSED", "FAILED", "SKIPPED", "ERROR", "XFAIL", "XPASS")
 _IGNORED_PARTS = frozenset({"__pycache__", ".pytest_cache"})
 
 
@@ -122,13 +129,25 @@ def load_tasks(data_dir: Path = DATA_DIR) -> tuple[SweTask, ...]:
     return tuple(_task_from_json(folder, data_dir) for folder in folders)
 
 
-def _copy_tree(source: Path, destination: Path) -> None:
-    shutil.copytree(source, destination, ignore=shutil.ignore_patterns(*_IGNORED_PARTS), dirs_exist_ok=True)
+def _left_out(folder: str, names: list[str]) -> set[str]:
+    """Names `copy_tree` skips: caches, and anything that is not a folder, a regular file or a link."""
+    kept = (stat.S_ISDIR, stat.S_ISREG, stat.S_ISLNK)
+    return {
+        name
+        for name in names
+        if name in _IGNORED_PARTS or not any(test(os.lstat(os.path.join(folder, name)).st_mode) for test in kept)
+    }
+
+
+def copy_tree(source: Path, destination: Path) -> None:
+    """Copy `source` into `destination` without following links (a link is copied as a link, dangling or looping
+    ones included) and without special files, which a hostile workspace may hold."""
+    shutil.copytree(source, destination, symlinks=True, ignore=_left_out, dirs_exist_ok=True)
 
 
 def materialize(task: SweTask, destination: Path, fixed: bool = False) -> Path:
     """Write the task's repository (buggy unless `fixed`) to `destination`, without the hidden tests."""
-    _copy_tree(task.repo_dir, destination)
+    copy_tree(task.repo_dir, destination)
     if fixed:
         return destination
     for edit in task.bug:
@@ -167,31 +186,20 @@ def diff_trees(before: Path, after: Path) -> str:
     return "".join(chunks)
 
 
-def reset_test_files(task: SweTask, tree: Path, pristine: Path) -> None:
-    """Give `tree` the task's test files: its test folder as in `pristine`, the hidden files, and pytest
-    configuration files as in `pristine` (created ones removed, edited ones restored)."""
-    shutil.rmtree(tree / TEST_DIR, ignore_errors=True)
-    if (pristine / TEST_DIR).is_dir():
-        _copy_tree(pristine / TEST_DIR, tree / TEST_DIR)
-    for path in tree.rglob("*"):
-        if path.name in PYTEST_CONFIG_FILES and path.is_file():
-            path.unlink()
-    for path in pristine.rglob("*"):
-        if path.name in PYTEST_CONFIG_FILES and path.is_file():
-            shutil.copy2(path, tree / path.relative_to(pristine))
+def write_test_files(task: SweTask, folder: Path) -> Path:
+    """The task's test files in `folder`: the repository's test folder as shipped, plus the hidden files."""
+    copy_tree(task.repo_dir / TEST_DIR, folder / TEST_DIR)
     for relative, text in task.hidden_files.items():
-        (tree / relative).parent.mkdir(parents=True, exist_ok=True)
-        (tree / relative).write_text(text)
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text(text)
+    return folder
 
 
-def parse_pytest_log(log: str) -> dict[str, str]:
-    """Test id -> status from the short summary that ``pytest -rA`` prints (``PASSED tests/x.py::test_y``)."""
-    statuses = {}
-    for line in log.splitlines():
-        words = line.replace(" - ", " ").split()
-        if len(words) >= 2 and words[0] in _STATUSES and "::" in words[1]:
-            statuses[words[1]] = words[0]
-    return statuses
+def top_level_modules(repo: Path) -> tuple[str, ...]:
+    """The importable names a repository provides (its packages and top-level modules, tests excluded)."""
+    names = {path.name for path in repo.iterdir() if (path / "__init__.py").is_file() and path.name != TEST_DIR}
+    names |= {path.stem for path in repo.glob("*.py") if path.stem not in ("setup", "conftest")}
+    return tuple(sorted(names))
 
 
 @dataclass(frozen=True)
@@ -239,12 +247,17 @@ def _swebench_report(log: str, task: SweTask) -> _Outcome | None:
     return f2p["success"], f2p["failure"], p2p["success"], p2p["failure"], full
 
 
-def grade_log(log: str, exit_code: int | None, task: SweTask) -> GradingReport:
-    """Grade one ``pytest -rA`` log of the task's test files (see the module docstring)."""
-    statuses = parse_pytest_log(log)
+def status_log(statuses: Mapping[str, str]) -> str:
+    """Outcomes as the summary lines of ``pytest -rA`` (what swebench's log parser reads)."""
+    return "".join(f"{status} {test}\n" for test, status in statuses.items())
+
+
+def grade_statuses(statuses: Mapping[str, str], exit_code: int | None, task: SweTask, log: str = "") -> GradingReport:
+    """Grade the outcomes of the task's tests (test id -> PASSED, FAILED, ERROR, SKIPPED, XFAIL or XPASS) and
+    the exit status of the pytest run that produced them (see the module docstring)."""
     failures = any(status in ("FAILED", "ERROR") for status in statuses.values())
     trusted = bool(statuses) and exit_code is not None and (exit_code == 0) != failures
-    swebench = _swebench_report(log, task)
+    swebench = _swebench_report(status_log(statuses), task)
     f2p_ok, f2p_bad, p2p_ok, p2p_bad, full = swebench if swebench is not None else _builtin_report(statuses, task)
     return GradingReport(
         resolved=trusted and full,
@@ -258,24 +271,53 @@ def grade_log(log: str, exit_code: int | None, task: SweTask) -> GradingReport:
     )
 
 
-def pytest_command(test_files: Sequence[str]) -> str:
-    """The grading command: isolated mode (nothing in the repository can shadow pytest), no conftest files,
-    no configuration but ours, the repository root on ``sys.path``."""
-    files = " ".join(f"'{name}'" for name in test_files)
-    return (
-        "python -I -m pytest -rA -p no:cacheprovider --noconftest -c /dev/null --rootdir . "
-        f"-o pythonpath={WORKSPACE_MOUNT} -o console_output_style=classic {files}"
-    )
+def pytest_command(task: SweTask, settings: Path, tests: Path, shared: Path) -> list[str]:
+    """The trusted grading run: isolated mode, no plugins or configuration but the grader's; the tests' temporary
+    files (``tmp_path``) go under `shared`, which the process under test sees too."""
+    return [
+        sys.executable, "-I", "-m", "pytest", "-p", "comprl.envs.swe_grading", "--swe-grading", str(settings),
+        "-rA", "-p", "no:cacheprovider", "--noconftest", "-c", os.devnull, "--rootdir", str(tests),
+        "-o", "console_output_style=classic", "--basetemp", str(shared / "pytest"), *task.test_files,
+    ]  # fmt: skip
 
 
 def grade_tree(task: SweTask, submitted: Path, scratch: Path, config: SandboxConfig | None = None) -> GradingReport:
-    """Grade the repository in `submitted` (left untouched): copy it into `scratch`, reset its test files to
-    the task's, run pytest in the sandbox and apply SWE-bench's rules."""
-    pristine = materialize(task, scratch / "pristine")
-    tree = scratch / "graded"
-    _copy_tree(submitted, tree)
-    reset_test_files(task, tree, pristine)
-    limits = dataclasses.replace(config or SandboxConfig(), timeout_s=GRADING_TIMEOUT_S, output_chars=GRADING_LOG_CHARS)
-    sandbox = Sandbox(tree, limits)
-    result = sandbox.run(pytest_command(task.test_files))
-    return grade_log(result.output, result.exit_code, task)
+    """Grade the repository in `submitted` (left untouched): copy it into `scratch` and run the task's tests
+    on it with the trusted grader (`comprl.envs.swe_grading`), then apply SWE-bench's rules."""
+    tree, tests, shared = scratch / "graded", scratch / "tests", scratch / "shared"
+    copy_tree(submitted, tree)
+    write_test_files(task, tests)
+    shared.mkdir()
+    settings = scratch / "grading.json"
+    settings.write_text(
+        json.dumps(
+            {
+                "tree": str(tree),
+                "packages": top_level_modules(task.repo_dir),
+                "sandbox": dataclasses.asdict(config or SandboxConfig()),
+                "binds": [str(shared)],
+                "stderr": str(scratch / "remote-stderr.log"),
+                "results": str(scratch / "results.json"),
+            }
+        )
+    )
+    environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(scratch), "LANG": "C.UTF-8"}
+    environment |= {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    with (scratch / "pytest.log").open("w+b") as output:
+        grader = subprocess.Popen(
+            pytest_command(task, settings, tests, shared), cwd=tests, env=environment, stdout=output,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        try:
+            exit_code: int | None = grader.wait(timeout=GRADING_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(grader.pid, signal.SIGKILL)
+            grader.wait()
+            exit_code = None
+        finally:
+            remove_cgroups_of(grader.pid)
+        output.seek(0)
+        log, _ = cap_output(output.read(), GRADING_LOG_CHARS)
+    results = scratch / "results.json"
+    statuses = json.loads(results.read_text()) if exit_code is not None and results.is_file() else {}
+    return grade_statuses(statuses, exit_code, task, log)

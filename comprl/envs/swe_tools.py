@@ -219,13 +219,15 @@ class Editor:
         return f"Lines {first}-{last} of {self._shown(path)}:\n{text}"
 
     def _listing(self, folder: Path) -> str:
-        """Files and folders up to two levels below `folder` (hidden and cache folders left out)."""
+        """Files and folders up to two levels below `folder` (hidden and cache folders left out). Links are
+        shown with ``@`` and never followed, so the listing says nothing of what they point to."""
         shown = []
         for path in sorted(folder.rglob("*")):
             relative = path.relative_to(folder)
             if len(relative.parts) > 2 or any(part.startswith(".") or part in _HIDDEN_NAMES for part in relative.parts):
                 continue
-            shown.append(self._shown(path) + ("/" if path.is_dir() else ""))
+            marker = "@" if path.is_symlink() else "/" if path.is_dir() else ""
+            shown.append(self._shown(path) + marker)
         return f"Files and folders in {self._shown(folder)}, two levels deep:\n" + "\n".join(shown)
 
     def _create(self, path: Path, text: str) -> str:
