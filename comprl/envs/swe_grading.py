@@ -32,6 +32,7 @@ import builtins
 import importlib.abc
 import importlib.machinery
 import json
+import operator
 import select
 import subprocess
 import sys
@@ -45,7 +46,7 @@ from typing import Any
 import pytest
 
 from comprl.envs import swe_remote
-from comprl.envs.swe_remote import Channel, WireError, decode, encode, global_name
+from comprl.envs.swe_remote import LOCAL_OPERATIONS, Channel, SharedContainers, WireError, decode, encode, global_name
 from comprl.envs.swe_sandbox import Sandbox, SandboxConfig, SandboxedProcess
 
 SERVER_SOURCE = Path(swe_remote.__file__).read_text() + "\nserve()\n"
@@ -87,6 +88,7 @@ class Remote:
         self.locals: dict[int, Any] = {}
         self.local_numbers: dict[int, int] = {}
         self.stranger = _Stranger()
+        self.shared = SharedContainers("t")
 
     # ---- the process --------------------------------------------------------------------------------------
 
@@ -102,7 +104,9 @@ class Remote:
                 stderr=stderr,
             )
         popen = self.process.popen
-        self.channel = Channel(popen.stdout.fileno(), popen.stdin.fileno(), self._serve, self._wait)
+        self.shared = SharedContainers("t")
+        self.shared.encode = self.encode
+        self.channel = Channel(popen.stdout.fileno(), popen.stdin.fileno(), self._serve, self._wait, self.shared, self.decode)
         self.generation += 1
         self.proxies.clear()
         self.classes.clear()
@@ -143,8 +147,10 @@ class Remote:
                 result = target(*self.decode(message["args"]), **self.decode(message["kwargs"]))
             elif message.get("op") == "getattr" and not str(message["name"]).startswith("_"):
                 result = getattr(target, str(message["name"]))
-            elif message.get("op") in ("iter", "next"):
-                result = iter(target) if message["op"] == "iter" else next(target)
+            elif message.get("op") == "apply" and message.get("name") in LOCAL_OPERATIONS:
+                name = message["name"]
+                function = getattr(operator, name, None) or getattr(builtins, name)
+                result = function(target, *self.decode(message["args"]))
             else:
                 raise WireError(f"the code under test may not {message.get('op')!r} an object of the test")
             return {"ok": self.encode(result)}
@@ -154,7 +160,7 @@ class Remote:
     # ---- values -------------------------------------------------------------------------------------------
 
     def encode(self, value: Any) -> Any:
-        return encode(value, self._encode_other)
+        return encode(value, self._encode_other, self.shared)
 
     def _encode_other(self, value: Any) -> dict:
         if isinstance(value, (RemoteObject, RemoteClass)):
@@ -185,7 +191,7 @@ class Remote:
         return {"t": "class" if isinstance(value, RemoteClass) else "ref", "id": number}
 
     def decode(self, data: Any) -> Any:
-        return decode(data, self._decode_other)
+        return decode(data, self._decode_other, self.shared)
 
     def _decode_other(self, data: dict) -> Any:
         tag = data["t"]

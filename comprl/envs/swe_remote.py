@@ -16,7 +16,8 @@ value) or ``"error"``. Either side may send requests while it waits for a reply 
 the test, which calls the code again), so both run the same loop (`Channel.request`). Values:
 
 - ``null``, booleans, numbers (NaN and infinities as Python's json writes them) and strings are themselves;
-- ``{"t": "tuple" | "list" | "set" | "frozenset", "v": [...]}``, ``{"t": "dict", "v": [[key, value], ...]}``,
+- ``{"t": "tuple" | "list" | "set" | "frozenset", "v": [...]}``, ``{"t": "dict", "v": [[key, value], ...]}``
+  (a list, dict, set or bytearray also has ``"s"``, its key in `SharedContainers`),
   ``{"t": "bytes", "v": base64}``, ``{"t": "decimal", "v": "1.50"}``, ``{"t": "fraction", "v": [n, d]}``,
   ``{"t": "complex", "v": [re, im]}``, ``{"t": "date" | "datetime" | "time", "v": iso}``,
   ``{"t": "timedelta", "v": [days, seconds, microseconds]}``, ``{"t": "path", "v": "/a"}``,
@@ -27,8 +28,8 @@ the test, which calls the code again), so both run the same loop (`Channel.reque
 - ``{"t": "global", "v": [module, qualname]}``: a class or function of the standard library, the same on both
   sides (``int``, ``json.loads``);
 - ``{"t": "local", "id": n, "call": bool}``: an object of the test process; the code under test may call it
-  (``"op": "callback"``), read its public attributes (``"op": "getattr"``) and iterate it (``"iter"``,
-  ``"next"``), nothing else;
+  (``"op": "callback"``), read its public attributes (``"op": "getattr"``) and apply the read-only
+  operations in `LOCAL_OPERATIONS` (``"op": "apply"``), nothing else;
 - ``{"t": "stringio" | "bytesio", "v": text or base64, "pos": n}``: a snapshot of an in-memory stream.
 """
 
@@ -63,17 +64,92 @@ class WireError(Exception):
 # ---- values -------------------------------------------------------------------------------------------------
 
 
-def encode(value: Any, other: Callable[[Any], dict], depth: int = 0) -> Any:
-    """`value` as wire data; `other` encodes what is not plain data (a handle or a global)."""
+class SharedContainers:
+    """The mutable built-in containers (list, dict, set, bytearray) that crossed the wire. Both sides keep a copy
+    under one key, and each message carries the state of those that changed since they were last sent, so a
+    mutation on one side is seen on the other (a caller's list changed by the callee, an internal dict handed
+    out: aliasing, as in one process). Keys are made by the side that first sends a container (`prefix`)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.objects: dict[str, Any] = {}
+        self.keys: dict[int, str] = {}
+        self.sent: dict[str, str] = {}
+        self.made = 0
+        self.encode: Callable[[Any], Any] = lambda value: value
+
+    def key(self, value: Any) -> str:
+        key = self.keys.get(id(value))
+        if key is None:
+            key = self.keys[id(value)] = f"{self.prefix}{self.made}"
+            self.objects[key] = value
+            self.made += 1
+        return key
+
+    def adopt(self, key: str, value: Any) -> Any:
+        """The container known as `key`, updated in place to `value`'s contents (or `value`, now known)."""
+        if type(key) is not str:
+            raise WireError("malformed container key")
+        known = self.objects.get(key)
+        if known is None or type(known) is not type(value):
+            self.objects[key], self.keys[id(value)] = value, key
+            known = value
+        elif type(known) is dict:
+            known.clear()
+            known.update(value)
+        elif type(known) is set:
+            known.clear()
+            known.update(value)
+        else:
+            known[:] = value
+        self.sent[key] = json.dumps(self.encode(known))
+        return known
+
+    def changed(self) -> list:
+        """The states to send: every shared container whose contents differ from what was last exchanged. A
+        container that only this registry still references is forgotten (nothing here can change or see it)."""
+        states = []
+        for key in list(self.objects):
+            value = self.objects[key]
+            if sys.getrefcount(value) <= _REGISTRY_REFERENCES:
+                del self.objects[key], self.keys[id(value)]
+                self.sent.pop(key, None)
+                continue
+            state = self.encode(value)
+            text = json.dumps(state)
+            if self.sent.get(key) != text:
+                self.sent[key] = text
+                states.append(state)
+        return states
+
+
+_MUTABLE = (list, dict, set, bytearray)
+_REGISTRY_REFERENCES = 3
+"""References to a container held by `SharedContainers.changed` itself: the registry, its local name, and the
+argument of ``sys.getrefcount``."""
+
+
+def encode(value: Any, other: Callable[[Any], dict], shared: SharedContainers | None = None, depth: int = 0) -> Any:
+    """`value` as wire data; `other` encodes what is not plain data (a handle or a global); mutable containers
+    carry their key in `shared`."""
     if depth > MAX_DEPTH:
         raise WireError(f"value nested deeper than {MAX_DEPTH} levels")
     kind = type(value)
     if kind in _SCALARS:
         return value
+    data = _encode_plain(value, kind, lambda item: encode(item, other, shared, depth + 1))
+    if data is None:
+        return other(value)
+    if shared is not None and kind in _MUTABLE:
+        data["s"] = shared.key(value)
+    return data
+
+
+def _encode_plain(value: Any, kind: type, inner: Callable[[Any], Any]) -> dict | None:
     if kind in _SEQUENCES:
-        return {"t": _SEQUENCES[kind], "v": [encode(item, other, depth + 1) for item in value]}
+        return {"t": _SEQUENCES[kind], "v": [inner(item) for item in value]}
     if kind is dict:
-        return {"t": "dict", "v": [[encode(k, other, depth + 1), encode(v, other, depth + 1)] for k, v in value.items()]}
+        return {"t": "dict", "v": [[inner(key), inner(item)] for key, item in value.items()]}
     if kind in (bytes, bytearray):
         return {"t": "bytes", "v": base64.b64encode(value).decode("ascii"), "mutable": kind is bytearray}
     if kind is decimal.Decimal:
@@ -94,7 +170,7 @@ def encode(value: Any, other: Callable[[Any], dict], depth: int = 0) -> Any:
         return {"t": "stringio", "v": value.getvalue(), "pos": value.tell()}
     if kind is io.BytesIO:
         return {"t": "bytesio", "v": base64.b64encode(value.getvalue()).decode("ascii"), "pos": value.tell()}
-    return other(value)
+    return None
 
 
 def _decode_plain(tag: str, payload: Any, inner: Callable[[Any], Any], position: Any = 0) -> Any:
@@ -125,8 +201,9 @@ def _decode_plain(tag: str, payload: Any, inner: Callable[[Any], Any], position:
     raise WireError(f"unknown value tag {tag!r}")
 
 
-def decode(data: Any, other: Callable[[dict], Any], depth: int = 0) -> Any:
-    """Wire data back to a value: plain data as fresh built-in objects, the rest through `other`."""
+def decode(data: Any, other: Callable[[dict], Any], shared: SharedContainers | None = None, depth: int = 0) -> Any:
+    """Wire data back to a value: plain data as fresh built-in objects (a shared container as the one known
+    under its key, updated), the rest through `other`."""
     if depth > MAX_DEPTH:
         raise WireError(f"value nested deeper than {MAX_DEPTH} levels")
     if type(data) in _SCALARS:
@@ -136,8 +213,10 @@ def decode(data: Any, other: Callable[[dict], Any], depth: int = 0) -> Any:
     tag = data["t"]
     if tag in ("ref", "class", "module", "global", "local"):
         return other(data)
-    value = _decode_plain(tag, data.get("v"), lambda item: decode(item, other, depth + 1), data.get("pos", 0))
-    return bytearray(value) if tag == "bytes" and data.get("mutable") else value
+    value = _decode_plain(tag, data.get("v"), lambda item: decode(item, other, shared, depth + 1), data.get("pos", 0))
+    if tag == "bytes" and data.get("mutable"):
+        value = bytearray(value)
+    return shared.adopt(data["s"], value) if shared is not None and "s" in data else value
 
 
 def global_name(value: Any) -> list[str] | None:
@@ -169,12 +248,23 @@ def resolve(module: str, qualname: str, import_missing: bool = True) -> Any:
 
 class Channel:
     """Length-prefixed JSON messages over two file descriptors; `request` serves the other side's requests
-    (with `handler`) until its own reply arrives. `wait(fd)` blocks until `fd` is readable or raises."""
+    (with `handler`) until its own reply arrives. `wait(fd)` blocks until `fd` is readable or raises. Every
+    message carries the changed shared containers (``"sync"``), which `apply_sync` decodes on arrival."""
 
-    def __init__(self, read_fd: int, write_fd: int, handler: Callable[[dict], dict], wait: Callable[[int], None]):
+    def __init__(
+        self,
+        read_fd: int,
+        write_fd: int,
+        handler: Callable[[dict], dict],
+        wait: Callable[[int], None],
+        shared: SharedContainers,
+        apply_sync: Callable[[Any], Any],
+    ) -> None:
         self.read_fd, self.write_fd, self.handler, self.wait = read_fd, write_fd, handler, wait
+        self.shared, self.apply_sync = shared, apply_sync
 
     def send(self, message: dict) -> None:
+        message["sync"] = self.shared.changed()
         data = json.dumps(message, separators=(",", ":")).encode()
         if len(data) > MAX_MESSAGE_BYTES:
             raise WireError(f"message of {len(data)} bytes is over the {MAX_MESSAGE_BYTES}-byte limit")
@@ -201,8 +291,10 @@ class Channel:
             message = json.loads(self._read(size))
         except ValueError as error:
             raise WireError(f"message is not JSON: {error}") from None
-        if type(message) is not dict:
-            raise WireError("message is not a JSON object")
+        if type(message) is not dict or type(message.get("sync", [])) is not list:
+            raise WireError("message is not a JSON object with a sync list")
+        for state in message.pop("sync", []):
+            self.apply_sync(state)
         return message
 
     def request(self, message: dict) -> dict:
@@ -231,6 +323,11 @@ _OPERATIONS: dict[str, Callable[..., Any]] = {
 """What the grader may apply to objects of the code under test, by name."""
 
 
+LOCAL_OPERATIONS = ("iter", "next", "len", "getitem", "contains", "bool", "str", "repr")
+"""What the code under test may do with an object of the test process besides calling it and reading its
+public attributes (all of them read it, none changes it). Equality and hashing are identity, decided locally."""
+
+
 class _Local:
     """An object of the test process, seen from the code under test: calling it, or reading one of its public
     attributes, asks the test process."""
@@ -246,21 +343,21 @@ class _Local:
             raise AttributeError(name)
         return self._server.ask({"op": "getattr", "id": self._number, "name": name})
 
-    def __iter__(self) -> Any:
-        return self._server.ask({"op": "iter", "id": self._number})
+    def _apply(self, name: str, *args: Any) -> Any:
+        return self._server.ask({"op": "apply", "id": self._number, "name": name, "args": list(args)})
 
-    def __next__(self) -> Any:
-        return self._server.ask({"op": "next", "id": self._number})
 
-    def __repr__(self) -> str:
-        return f"<object {self._number} of the test process>"
+for _name in LOCAL_OPERATIONS:
+    setattr(_Local, f"__{_name}__", lambda self, *args, _name=_name: self._apply(_name, *args))
 
 
 class Server:
     """Answers the grader's requests about the code under test (`serve` runs it)."""
 
     def __init__(self, channel_fds: tuple[int, int]) -> None:
-        self.channel = Channel(*channel_fds, handler=self.handle, wait=lambda fd: None)
+        self.shared = SharedContainers("c")
+        self.shared.encode = self.encode
+        self.channel = Channel(*channel_fds, self.handle, lambda fd: None, self.shared, self.decode)
         self.objects: list[Any] = []
         self.numbers: dict[int, int] = {}
         self.locals: dict[int, _Local] = {}
@@ -334,10 +431,10 @@ class Server:
         return number
 
     def encode(self, value: Any) -> Any:
-        return encode(value, self.handle_of)
+        return encode(value, self.handle_of, self.shared)
 
     def decode(self, data: Any) -> Any:
-        return decode(data, self._resolve)
+        return decode(data, self._resolve, self.shared)
 
     def _resolve(self, data: dict) -> Any:
         tag = data["t"]
