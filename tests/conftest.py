@@ -5,9 +5,24 @@ from __future__ import annotations
 import pytest
 import torch
 
+from comprl.envs.swe_sandbox import SandboxUnavailable, bwrap_path, check_episode_limits
 from comprl.llm import HFEngine, load_model, token_logprobs
 from comprl.rollout import PackedSequence
 from comprl.trainers.policy import pad_batch
+
+
+def _sandbox_problem() -> str:
+    """Why SWE-lite's sandbox cannot run here with its default limits ("" when it can)."""
+    try:
+        bwrap_path()
+        check_episode_limits()
+    except SandboxUnavailable as error:
+        return str(error)
+    return ""
+
+
+needs_sandbox = pytest.mark.skipif(bool(_sandbox_problem()), reason=_sandbox_problem() or "sandbox available")
+"""Skips a test that needs SWE-lite's sandbox (bubblewrap, cgroups and tmpfs mounts), saying what is missing."""
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,11 @@ import dataclasses
 import json
 
 import pytest
+from conftest import needs_sandbox
 
 from comprl.envs import make
 from comprl.envs.base import EVAL_SEED_OFFSET
-from comprl.envs.swe_sandbox import Sandbox, SandboxConfig, SandboxUnavailable, bwrap_path
+from comprl.envs.swe_sandbox import Sandbox, SandboxConfig
 from comprl.envs.swe_tasks import (
     DATA_DIR,
     TaskDataError,
@@ -20,12 +21,6 @@ from comprl.envs.swe_tasks import (
 )
 from comprl.envs.swe_tools import Editor, ToolCallError, parse_tool_call
 
-try:
-    bwrap_path()
-    SANDBOX_ERROR = ""
-except SandboxUnavailable as error:
-    SANDBOX_ERROR = str(error)
-needs_sandbox = pytest.mark.skipif(bool(SANDBOX_ERROR), reason=SANDBOX_ERROR)
 
 TASKS = load_tasks()
 

@@ -12,17 +12,13 @@ import re
 import textwrap
 
 import pytest
+from conftest import needs_sandbox
 
 from comprl.envs import make
-from comprl.envs.swe_sandbox import SandboxConfig, SandboxUnavailable, bwrap_path
+from comprl.envs.swe_sandbox import SandboxConfig
 from comprl.envs.swe_tasks import DATA_DIR, load_tasks
 
-try:
-    bwrap_path()
-    SANDBOX_ERROR = ""
-except SandboxUnavailable as error:
-    SANDBOX_ERROR = str(error)
-pytestmark = pytest.mark.skipif(bool(SANDBOX_ERROR), reason=SANDBOX_ERROR)
+pytestmark = needs_sandbox
 
 TASK = load_tasks()[0]
 """confkit-001: the bug is one regular expression in ``confkit/ini.py``."""

@@ -54,6 +54,7 @@ from comprl.envs.swe_sandbox import (
     Sandbox,
     SandboxConfig,
     bwrap_path,
+    check_episode_limits,
     mount_quota,
     unmount_quota,
 )
@@ -146,7 +147,8 @@ class SweLiteEnv(TextEnv):
         data_dir: str | Path = DATA_DIR,
         action_prompt: bool = True,
     ) -> None:
-        """`sandbox` sets the limits of every command (default `SandboxConfig()`: 30 s, 10,000 characters)."""
+        """`sandbox` sets the limits of every command and of the workspace (default `SandboxConfig()`: 30 s,
+        10,000 characters of output, 2 GB and 256 processes per command, a 256 MB workspace)."""
         super().__init__(max_turns=max_turns, action_prompt=action_prompt)
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
@@ -161,10 +163,12 @@ class SweLiteEnv(TextEnv):
         self._parse_error = ""
 
     def _load_tasks(self, task: str, data_dir: Path) -> tuple[SweTask, ...]:
-        """The task pool; checks first that the sandbox works here."""
+        """The task pool; checks first that the sandbox works here, with its episode limits if they are on."""
         if task not in TASK_SETS:
             raise ValueError(f"task must be one of {TASK_SETS}, got {task!r}")
         bwrap_path()
+        if self.sandbox_config.episode_limits:
+            check_episode_limits()
         return load_tasks(data_dir)
 
     # ---- the text interface -------------------------------------------------------------------------------
