@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from comprl.bank import BankWriteError, Embedder, ExperienceBank, NewEntry, Write
+from comprl.bank import BankLockedError, BankWriteError, Embedder, ExperienceBank, NewEntry, Write
 
 DIM = 384
 
@@ -309,3 +315,107 @@ def test_concurrent_use_from_threads(embedder):
         assert (bank.get(seed[0]).uses, bank.get(seed[0]).successes) == (80, 40)
         assert bank.operations()["seq"].tolist() == list(range(1, 162))
         pd.testing.assert_frame_equal(bank.at_step(1), bank.entries())
+
+
+def _still_works(bank: ExperienceBank) -> None:
+    """A valid add and a search after a rejected input: the bank (and its DuckDB database) is intact."""
+    (new,) = bank.apply([add("Crossing water", "Push a boulder into the river.")], step=2, task="t")
+    assert bank.search(["how do I cross the river?"], k=1, task="t")[0][0].entry.id == new
+
+
+BAD_INPUTS = {
+    "surrogate in title": (lambda bank, seed: bank.apply([add("key \ud800")], step=1, task="t"), "bad_text"),
+    "surrogate in content": (lambda bank, seed: bank.apply([add("key", "use it \udfff")], step=1, task="t"), "bad_text"),
+    "surrogate in task": (lambda bank, seed: bank.apply([add("key")], step=1, task="room\ud83d"), "bad_text"),
+    "target id >= 2**31": (lambda bank, seed: bank.apply([Write("discard", targets=(2**31,))], step=1, task="t"), "missing_target"),
+    "update of id >= 2**63": (
+        lambda bank, seed: bank.apply([Write("update", targets=(seed, 2**63), entry=NewEntry("a", "b"))], step=1, task="t"),
+        "missing_target",
+    ),
+    "step >= 2**31 in apply": (lambda bank, seed: bank.apply([add("key")], step=2**31, task="t"), "bad_step"),
+    "step NaN in apply": (lambda bank, seed: bank.apply([add("key")], step=float("nan"), task="t"), "bad_step"),
+    "fractional step": (lambda bank, seed: bank.apply([add("key")], step=1.5, task="t"), "bad_step"),
+    "step >= 2**31 in a rejection": (
+        lambda bank, seed: bank.log_rejection(step=2**31, task="t", reason="bad_json", raw="{"), "bad_step"
+    ),
+    "step NaN in a rejection": (
+        lambda bank, seed: bank.log_rejection(step=float("nan"), task="t", reason="bad_json", raw="{"), "bad_step"
+    ),
+    "step >= 2**31 in uses": (lambda bank, seed: bank.record_uses([seed], [True], step=2**31), "bad_step"),
+    "step -inf in uses": (lambda bank, seed: bank.record_uses([seed], [True], step=float("-inf")), "bad_step"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_is_a_rejection_that_leaves_the_bank_usable(case, embedder):
+    call, reason = BAD_INPUTS[case]
+    with ExperienceBank(None, embedder) as bank:
+        (seed,) = bank.apply([add("Locked doors", "Pick up the key first.")], step=0, task="t")
+        entries, ops = bank.entries(include_deleted=True), bank.operations()
+        with pytest.raises(BankWriteError) as caught:
+            call(bank, seed)
+        assert caught.value.reason == reason, str(caught.value)
+        pd.testing.assert_frame_equal(bank.entries(include_deleted=True), entries)
+        pd.testing.assert_frame_equal(bank.operations(), ops)
+        _still_works(bank)
+
+
+def test_unknown_ids_beyond_32_bits_are_missing_not_a_crash(embedder):
+    with ExperienceBank(None, embedder) as bank:
+        (seed,) = bank.apply([add("seed")], step=0, task="t")
+        with pytest.raises(KeyError, match=str(2**31)):
+            bank.record_uses([seed, 2**31], [True, True], step=1)
+        with pytest.raises(KeyError, match=str(2**40)):
+            bank.get(2**40)
+        assert bank.get(seed).uses == 0
+        _still_works(bank)
+
+
+def test_lone_surrogates_in_logged_text_are_stored_escaped(embedder):
+    """Extractor output is free text: a lone surrogate outside the entry texts is kept, escaped, in the log."""
+    raw = "<think>\ud800</think><answer>[]</answer>"
+    with ExperienceBank(None, embedder) as bank:
+        bank.apply([add("key")], step=1, task="t", raw=raw, source="episode \udc00")
+        bank.log_rejection(step=1, task="room\ud83d", reason="bad_text", raw=raw)
+        ops = bank.operations()
+        assert ops["raw"].tolist() == ["<think>\\ud800</think><answer>[]</answer>"] * 2
+        assert ops["source"].tolist()[0] == "episode \\udc00"
+        assert ops["task"].tolist() == ["t", "room\\ud83d"]
+        with pytest.raises(ValueError, match="surrogate"):
+            bank.search(["key"], task="room\ud83d")
+        _still_works(bank)
+
+
+_SECOND_PROCESS = """
+import sys
+from comprl.bank import Embedder, ExperienceBank
+from comprl.widgets import BankExplorer
+
+class Sized(Embedder):
+    dim = 384  # the file is never read, so no model needs loading
+
+try:
+    ExperienceBank(sys.argv[1], Sized())
+except Exception as error:
+    print(type(error).__name__, error)
+with BankExplorer(sys.argv[1]) as explorer:
+    print("TITLES", explorer.table(0)["title"].tolist())
+"""
+
+
+def test_a_bank_held_by_another_process_is_a_clear_error_with_a_read_only_way_in(tmp_path, embedder):
+    path = tmp_path / "run" / "bank.duckdb"
+    with ExperienceBank(path, embedder) as bank:
+        bank.apply([add("Locked doors", "Pick up the key first.")], step=0, task="t")
+        holder = json.loads(Path(f"{path}.holder").read_text())
+        assert (holder["pid"], holder["host"]) == (os.getpid(), socket.gethostname())
+        child = subprocess.run(
+            [sys.executable, "-c", _SECOND_PROCESS, str(path)], capture_output=True, text=True, timeout=300
+        )
+    assert child.returncode == 0, child.stderr
+    error, titles = child.stdout.strip().splitlines()
+    assert error.startswith("BankLockedError") and issubclass(BankLockedError, RuntimeError)
+    assert f"PID {os.getpid()}" in error and socket.gethostname() in error and "pytest" in error
+    assert f"comprl.widgets.BankExplorer('{path}')" in error
+    assert titles == "TITLES ['Locked doors']"
+    assert not Path(f"{path}.holder").exists(), "closing the bank removes its holder file"

@@ -7,6 +7,7 @@ vectors. Writes come as :class:`Write` batches that are applied whole or not at 
 
 from comprl.bank.embedder import DEFAULT_MODEL, Embedder
 from comprl.bank.store import (
+    BankLockedError,
     BankWriteError,
     Entry,
     ExperienceBank,
@@ -17,6 +18,7 @@ from comprl.bank.store import (
 
 __all__ = [
     "DEFAULT_MODEL",
+    "BankLockedError",
     "BankWriteError",
     "Embedder",
     "Entry",

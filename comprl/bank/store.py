@@ -10,7 +10,8 @@ Tables (plain SQL works on them, e.g. ``duckdb.connect("bank.duckdb").sql("FROM 
 ``operations``
     Every change, in order (``seq``): ``add``, ``update``, ``discard``, ``evict``, ``use``; plus ``none`` (a valid
     extractor answer with nothing to do) and ``reject`` (an invalid answer, ``result = 'rejected:<reason>'``).
-    Rows written by one call share a ``batch`` number and keep the extractor's raw output. The log alone is enough
+    Rows written by one call share a ``batch`` number and keep the extractor's raw output (any lone surrogate in
+    it escaped as ``\\udXXX``, since DuckDB stores UTF-8 only). The log alone is enough
     to rebuild the bank as of any step (:meth:`ExperienceBank.at_step`).
 ``meta``
     Embedding size and embedder name, checked when a file is reopened.
@@ -25,9 +26,14 @@ correctly.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import operator
 import os
+import re
+import shlex
+import socket
+import sys
 import threading
 import warnings
 from contextlib import contextmanager
@@ -87,6 +93,7 @@ _OVERSAMPLE = 2
 _EXTRA_CANDIDATES = 8
 _QUERIES_PER_STATEMENT = 64
 _INDEX = "entries_embedding_hnsw"
+_INT32 = range(-(2**31), 2**31)  # what the INTEGER columns (ids, steps) hold
 _ENTRY_SQL = "SELECT " + ", ".join(ENTRY_COLUMNS) + " FROM entries"
 _IN_IDS = "id IN (SELECT unnest(?::INTEGER[]))"  # bind a list of ids
 _TABLE_DTYPES = {
@@ -130,14 +137,29 @@ class BankWriteError(ValueError):
     """A batch of writes was refused as a whole; ``reason`` is a short machine-readable code.
 
     Reasons: ``malformed_write`` (wrong kind, or targets/entry missing or superfluous for the kind),
-    ``empty_text`` (blank title or content), ``duplicate_target`` (an id targeted twice in the batch),
-    ``missing_target`` (no such id), ``deleted_target`` (the id is already deleted).
+    ``empty_text`` (blank title or content), ``bad_text`` (a lone surrogate in a title, content or task: DuckDB
+    stores UTF-8 only), ``duplicate_target`` (an id targeted twice in the batch), ``missing_target`` (no such id),
+    ``deleted_target`` (the id is already deleted), ``bad_step`` (a step that is not an integer in [-2**31, 2**31)).
     """
 
     def __init__(self, reason: str, message: str, write_index: int | None = None) -> None:
         super().__init__(message)
         self.reason = reason
         self.write_index = write_index
+
+
+class BankLockedError(RuntimeError):
+    """The bank file is open in another process (while one process writes a DuckDB file, no other may open it).
+
+    ``pid`` is the holder's process id as DuckDB reports it (None if it does not), ``holder`` what the holder wrote
+    in its ``<bank>.holder`` file (pid, host, start time, working folder, command), if that file is the holder's.
+    """
+
+    def __init__(self, path: Path, pid: int | None, holder: dict[str, Any] | None, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.pid = pid
+        self.holder = holder
 
 
 @dataclass(frozen=True)
@@ -192,6 +214,82 @@ def _quote(text: str | Path) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
 
+def _unencodable(text: str) -> bool:
+    """True if ``text`` holds a lone surrogate (``"\\ud800"``), which has no UTF-8 form.
+
+    DuckDB stores UTF-8 only; such a string reaching it through a registered DataFrame raises an internal error
+    that invalidates the whole database for the rest of the process, so none may get that far.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _escaped(value: Any) -> Any:
+    """A string with its lone surrogates written as ``\\udXXX`` escapes; anything else unchanged."""
+    if isinstance(value, str) and _unencodable(value):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
+def _checked_step(step: Any) -> int:
+    """``step`` as an int, refused with ``BankWriteError("bad_step")`` unless it is integral and fits the log."""
+    try:
+        value = int(step)
+    except (TypeError, ValueError, OverflowError):  # None, NaN, infinities, non-numbers
+        value = None
+    if value is None or value != step or value not in _INT32:
+        raise BankWriteError("bad_step", f"step must be an integer in [-2**31, 2**31), got {step!r}")
+    return value
+
+
+def _holder_file(path: Path) -> Path:
+    """Where the process that has a bank file open notes who it is: ``bank.duckdb`` -> ``bank.duckdb.holder``."""
+    return path.with_name(path.name + ".holder")
+
+
+def _holder_note() -> dict[str, Any]:
+    """Who this process is, for a second process that finds the bank locked: pid, host, start, folder, command."""
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "folder": os.getcwd(),
+        "command": shlex.join(sys.argv),
+    }
+
+
+def _locked_error(path: Path, duckdb_message: str) -> BankLockedError:
+    """The error for a bank file another process holds: who holds it (DuckDB's PID, the holder file's details if
+    that file is the holder's and not one left behind by a process that died) and how to look at it meanwhile."""
+    found = re.search(r"PID (\d+)", duckdb_message)
+    pid = int(found.group(1)) if found else None
+    try:
+        holder = json.loads(_holder_file(path).read_text())
+    except (OSError, ValueError):
+        holder = None
+    if not isinstance(holder, dict) or pid is None or holder.get("pid") != pid:
+        holder = None
+    if holder is not None:
+        who = f"PID {pid} on {holder.get('host')}, since {holder.get('since')}"
+        who += f", running `{holder.get('command')}` in {holder.get('folder')}"
+    elif pid is not None:
+        who = f"PID {pid}"
+    else:
+        who = f"DuckDB says: {duckdb_message}"
+    return BankLockedError(
+        path,
+        pid,
+        holder,
+        f"experience bank {path} is open in another process ({who}); DuckDB lets one process open a file at a "
+        f"time, even to read. To look at it while that process runs, open a private copy: "
+        f"comprl.widgets.BankExplorer({str(path)!r}) (its .bank is an ExperienceBank of the copy, .reload() copies "
+        f"again). To write to it, stop that process or wait until it closes the bank.",
+    )
+
+
 def _load_vss(con: duckdb.DuckDBPyConnection) -> str | None:
     """Load the vss extension from the installed ``duckdb-extension-vss`` wheel; return why not, or None if loaded.
 
@@ -231,6 +329,8 @@ def _check_writes(writes: Sequence[Write]) -> list[tuple[int, ...]]:
             title, content = write.entry.title, write.entry.content
             if not isinstance(title, str) or not isinstance(content, str) or not title.strip() or not content.strip():
                 raise BankWriteError("empty_text", f"write {i} ({write.kind}) has a blank title or content", i)
+            if _unencodable(title) or _unencodable(content):
+                raise BankWriteError("bad_text", f"write {i} ({write.kind}) has a lone surrogate in its title or content", i)
         for target in targets:
             if target in seen:
                 raise BankWriteError("duplicate_target", f"write {i} ({write.kind}) targets id {target} again", i)
@@ -269,6 +369,10 @@ class ExperienceBank:
     ``ef_search`` overrides the index's search breadth for this session (see :data:`HNSW_OPTIONS`): with 20,000
     random 384-dim vectors, top-1 agreement with exact search was 91% at 256, 97.5% at 512 and 100% at 1024,
     while queries near a stored vector were all answered right at 256.
+
+    A file can be open in one process at a time: another process gets :class:`BankLockedError`, naming the holder
+    (which notes its pid, host, start time, folder and command in ``<path>.holder`` until :meth:`close`) and the
+    read-only way in, :class:`comprl.widgets.BankExplorer` on a copy of the file.
     """
 
     def __init__(
@@ -301,12 +405,23 @@ class ExperienceBank:
             self.vss_enabled = use_vss and why_not is None
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._con.execute(f"ATTACH {_quote(self.path)} AS bank")
-                self._con.execute("USE bank")
+                self._attach(self.path)
             self._create_schema()
+            if self.path is not None:
+                _holder_file(self.path).write_text(json.dumps(_holder_note()))
         except BaseException:
             self._con.close()
             raise
+
+    def _attach(self, path: Path) -> None:
+        """Open the file as the default database; a file another process holds is a :class:`BankLockedError`."""
+        try:
+            self._db().execute(f"ATTACH {_quote(path)} AS bank")
+        except duckdb.IOException as error:
+            if "Could not set lock" not in str(error):
+                raise
+            raise _locked_error(path, str(error)) from error
+        self._db().execute("USE bank")
 
     def _create_schema(self) -> None:
         con = self._db()
@@ -379,15 +494,18 @@ class ExperienceBank:
         live); any failure raises :class:`BankWriteError` and changes nothing, the log included. Otherwise the
         writes, their log rows and any capacity evictions commit in one transaction. New entries are embedded
         (title and content) in one batch, unless ``embeddings`` (one row per new entry, in order) is given. An
-        empty batch logs one ``none`` row, so that every extractor answer appears in the log.
+        empty batch logs one ``none`` row, so that every extractor answer appears in the log. A lone surrogate in
+        ``raw``, ``source`` or ``origin`` is logged as an escape (the text is kept, only not verbatim).
         """
         if not isinstance(task, str) or not task:
             raise ValueError(f"task must be a non-empty string, got {task!r}")
+        if _unencodable(task):
+            raise BankWriteError("bad_text", f"task {task!r} has a lone surrogate; tasks are stored as UTF-8")
+        step = _checked_step(step)
         writes = list(writes)
         targets = _check_writes(writes)
         texts = [w.entry.text for w in writes if w.entry is not None]
         vectors = self._vectors(texts, embeddings)
-        step = int(step)
         with self._lock:
             con = self._db()
             self._check_targets(writes, targets)
@@ -429,11 +547,16 @@ class ExperienceBank:
         raw: str | None = None,
         origin: str = "distill",
     ) -> None:
-        """Record an invalid extractor answer (op ``reject``, result ``rejected:<reason>``); the entries are untouched."""
+        """Record an invalid extractor answer (op ``reject``, result ``rejected:<reason>``); the entries are untouched.
+
+        Lone surrogates in the texts (``raw`` above all: the answer may have been rejected for holding one) are
+        logged as escapes.
+        """
         if not isinstance(reason, str) or not reason:
             raise ValueError(f"reason must be a non-empty string, got {reason!r}")
+        step = _checked_step(step)
         with self._lock:
-            self._log([_Op("reject", task, origin, source, raw=raw, result=f"rejected:{reason}")], int(step))
+            self._log([_Op("reject", task, origin, source, raw=raw, result=f"rejected:{reason}")], step)
 
     def record_uses(self, entry_ids: Sequence[int], successes: Sequence[bool], step: int) -> None:
         """Count one use per listed id (repeats count again) and a success where ``successes`` is true.
@@ -452,11 +575,12 @@ class ExperienceBank:
             count[1] += success
         if not counts:
             return
-        step = int(step)
+        step = _checked_step(step)
         frame = pd.DataFrame([(i, u, s) for i, (u, s) in counts.items()], columns=["id", "uses", "successes"])
         with self._lock:
             con = self._db()
-            tasks = dict(con.execute(f"SELECT id, task FROM entries WHERE {_IN_IDS}", [list(counts)]).fetchall())
+            storable = [i for i in counts if i in _INT32]  # no other id can exist
+            tasks = dict(con.execute(f"SELECT id, task FROM entries WHERE {_IN_IDS}", [storable]).fetchall())
             missing = sorted(set(counts) - set(tasks))
             if missing:
                 raise KeyError(f"no bank entries with ids {missing}")
@@ -478,10 +602,10 @@ class ExperienceBank:
         return vectors
 
     def _check_targets(self, writes: list[Write], targets: list[tuple[int, ...]]) -> None:
-        wanted = sorted({t for ids in targets for t in ids})
-        if not wanted:
-            return
-        deleted = dict(self._db().execute(f"SELECT id, deleted FROM entries WHERE {_IN_IDS}", [wanted]).fetchall())
+        wanted = sorted({t for ids in targets for t in ids if t in _INT32})  # no other id can exist
+        deleted: dict[int, bool] = {}
+        if wanted:
+            deleted = dict(self._db().execute(f"SELECT id, deleted FROM entries WHERE {_IN_IDS}", [wanted]).fetchall())
         for i, (write, ids) in enumerate(zip(writes, targets)):
             for target in ids:
                 if target not in deleted:
@@ -510,7 +634,7 @@ class ExperienceBank:
         """Append rows to the operations log, numbered as one batch (callers hold the lock)."""
         con = self._db()
         seq, batch = con.execute("SELECT COALESCE(MAX(seq), 0) + 1, COALESCE(MAX(batch), 0) + 1 FROM operations").fetchone()
-        frame = pd.DataFrame([vars(op) for op in ops])
+        frame = pd.DataFrame([{key: _escaped(value) for key, value in vars(op).items()} for op in ops])
         frame["seq"] = np.arange(seq, seq + len(ops), dtype=np.int64)
         with self._registered("_bank_new_ops", frame):
             con.execute(
@@ -554,6 +678,8 @@ class ExperienceBank:
             raise ValueError(f"query vectors must have shape [n, {self.dim}], got {vectors.shape}")
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
+        if task is not None and _unencodable(task):
+            raise ValueError(f"task {task!r} has a lone surrogate; no bank entry can have such a task")
         found: list[list[tuple[int, float]]] = [[] for _ in range(len(vectors))]
         with self._lock:
             live, total = self._db().execute(
@@ -700,11 +826,14 @@ class ExperienceBank:
     # ---------------------------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Write everything to the file (a checkpoint, which also stores the HNSW index) and close it."""
+        """Write everything to the file (a checkpoint, which also stores the HNSW index), close it, delete the note
+        in ``<path>.holder``."""
         with self._lock:
             if self._con is not None:
                 self._con.close()
                 self._con = None
+                if self.path is not None:
+                    _holder_file(self.path).unlink(missing_ok=True)
 
     def __enter__(self) -> "ExperienceBank":
         return self
