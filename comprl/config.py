@@ -62,7 +62,8 @@ class ExperimentConfig:
     batch_instances: int = 16
     """Task instances per step; each is rolled out ``group_size`` times. Paper: 128 rollouts = 16 x 8."""
     group_size: int = 8
-    """K, rollouts per task instance (split into guided/free halves when experience is on). Paper: 8."""
+    """K, rollouts per task instance (split into guided/free halves when experience is on, so >= 4 then: a half
+    of one rollout always has advantage 0). Paper: 8."""
     max_turns: int = 30
     """Turn cap per episode. Paper: 30 (ALFWorld single-task: 40)."""
     eval_episodes: int = 32
@@ -74,7 +75,8 @@ class ExperimentConfig:
     device: str = "auto"
     """``cpu``, ``cuda`` or ``auto`` (cuda when available)."""
     dtype: str = "float32"
-    """Parameter dtype: ``float32`` (CPU) or ``bfloat16`` (GPU)."""
+    """Parameter dtype: ``float32`` (CPU) or ``bfloat16`` (GPU). In low precision the trainers keep fp32 master
+    copies of the weights they fully fine-tune (:class:`~comprl.trainers.policy.PolicyTrainer`)."""
     requires_gpu: bool = False
     """Refuse to run without CUDA (the ``paper`` profile)."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -99,6 +101,14 @@ class ExperimentConfig:
             raise ValueError(f"dtype={self.dtype!r}; accepted: float32, bfloat16, float16")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device={self.device!r}; accepted: auto, cpu, cuda")
+        if self.uses_experience and self.group_size < 4:
+            raise ValueError(
+                f"group_size={self.group_size} with method={self.method!r}: methods with experience split each group "
+                "into guided and free halves whose advantages are normalised separately (paper Eq. 5), and a half of "
+                "one rollout always has advantage 0; accepted: group_size >= 4 (or method='baseline')"
+            )
+        if self.eval_temperature < 0:
+            raise ValueError(f"eval_temperature={self.eval_temperature!r}; accepted: >= 0 (0 = greedy decoding)")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -110,7 +120,8 @@ class ExperimentConfig:
     def from_dict(cls, data: dict[str, Any]) -> "ExperimentConfig":
         data = dict(data)
         data["rollout"] = RolloutConfig(**{**data.get("rollout", {}), "stop": tuple(data.get("rollout", {}).get("stop", ("</answer>",)))})
-        data["actor"] = ActorConfig(**data.get("actor", {}))
+        # runs recorded before rollout.temperature became the actor's one temperature also wrote actor.temperature
+        data["actor"] = ActorConfig(**{k: v for k, v in data.get("actor", {}).items() if k != "temperature"})
         data["extractor"] = ExtractorConfig(**data.get("extractor", {}))
         data["bank"] = BankConfig(**data.get("bank", {}))
         return cls(**data)
@@ -122,12 +133,13 @@ class ExperimentConfig:
 
 
 PROFILES: dict[str, ExperimentConfig] = {
-    # Tiny random model, a couple of steps: exercises every code path in CI within minutes.
+    # Tiny random model, a couple of steps: exercises every code path in CI within minutes. One task instance
+    # rolled out 4 times: with experience, halves of 2 rollouts, the fewest whose advantages can be non-zero.
     "smoke": ExperimentConfig(
         model="tiny-random",
         steps=2,
-        batch_instances=2,
-        group_size=2,
+        batch_instances=1,
+        group_size=4,
         max_turns=3,
         eval_episodes=2,
         device="cpu",
@@ -152,7 +164,7 @@ PROFILES: dict[str, ExperimentConfig] = {
         # At temperature 1.0 the 4-bit SmolLM2-135M writes no valid action (0/16 first replies on Room);
         # at 0.7, with "<answer>" pre-filled, about half of them are valid.
         rollout=RolloutConfig(max_new_tokens=12, temperature=0.7, response_prefix="<answer>"),
-        actor=ActorConfig(learning_rate=1e-4, lora_rank=16, micro_batch_size=2, temperature=0.7),
+        actor=ActorConfig(learning_rate=1e-4, lora_rank=16, micro_batch_size=2),
         # The same 135M model as extractor. It follows neither operation grammar (0 of 24 valid json/lines
         # answers in our test), so it writes one plain-text lesson per call ("note" style); empty ones earn -1.
         # A small buffer so it trains within a short run; half the trajectories distilled per step.
@@ -183,6 +195,10 @@ PROFILES: dict[str, ExperimentConfig] = {
 NESTED = ("rollout", "actor", "extractor", "bank")
 """Fields of :class:`ExperimentConfig` that are configs themselves (overridden as ``"actor.learning_rate"``)."""
 
+MOVED = {"actor.temperature": "rollout.temperature"}
+"""Fields that are gone, and the field that now holds what they set (the actor scores its rollouts at the
+temperature they were sampled at)."""
+
 
 def make_config(profile: str = "smoke", **overrides: Any) -> ExperimentConfig:
     """The named profile with ``overrides`` applied (``None`` values are ignored, so notebook defaults work)."""
@@ -195,6 +211,8 @@ def make_config(profile: str = "smoke", **overrides: Any) -> ExperimentConfig:
     for key, value in overrides.items():
         if value is None:
             continue
+        if key in MOVED:
+            raise ValueError(f"{key!r} was merged into {MOVED[key]!r}; set that one instead")
         head, _, sub = key.partition(".")
         if head not in fields or (sub and head not in NESTED):
             raise ValueError(f"unknown config field {key!r}; accepted: {', '.join(fields)} (nested as {'.X / '.join(NESTED)}.X)")

@@ -26,14 +26,20 @@ class RolloutConfig:
     max_new_tokens: int = 48
     """Tokens the actor may write per turn."""
     temperature: float = 1.0
-    """Rollout sampling temperature (paper: ~1.0)."""
+    """The actor's sampling temperature (paper: ~1.0); 0 = greedy. The one source of it: every trajectory records
+    the temperature of its log-probs (:attr:`Trajectory.temperature`) and the actor trainer scores it there."""
     response_prefix: str = ""
     """Text placed at the start of every reply as context (e.g. ``"<answer>"`` makes a small model answer in the
     expected format); it is not trained on and the env receives ``response_prefix + reply``."""
     stop: tuple[str, ...] = ("</answer>",)
     """Strings that end a reply."""
     max_context_tokens: int = 8192
-    """An episode whose sequence would outgrow this is truncated (counted in ``Trajectory.truncated``)."""
+    """An episode whose sequence would outgrow this is truncated (counted in ``Trajectory.truncated``) through the
+    env's own truncation step, so it earns the env's truncation reward (ALFWorld: -1; SWE-lite grades the work)."""
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"rollout temperature={self.temperature!r}: accepted: >= 0 (0 = greedy decoding)")
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, stop=self.stop)
@@ -89,6 +95,8 @@ class Trajectory(PackedSequence):
     """The task instruction (the goal the extractor is told about)."""
     index: int = 0
     """Position in its rollout batch (with the step, it names the trajectory in the bank's operations log)."""
+    temperature: float = 1.0
+    """Temperature of the behaviour log-probs: the sampling temperature, or 1 for greedy decoding."""
     messages: list[dict[str, str]] = field(default_factory=list)
     """A readable transcript: system, then alternating user (observation) and assistant (reply) messages."""
     reward: float = 0.0
@@ -120,7 +128,8 @@ def run_episodes(
 
     Args:
         engine: generation backend (its tokenizer's chat template frames the conversation).
-        envs: text envs (``comprl.envs.make``); each is reset with its seed. Their ``max_turns`` cap ends episodes.
+        envs: text envs (``comprl.envs.make``); each is reset with its seed. Their ``max_turns`` cap ends episodes;
+            one that outgrows ``config.max_context_tokens`` ends through the same truncation (``TextEnv.truncate``).
         seeds: one env seed per env (rollouts of one task instance share a seed).
         config: sampling and formatting.
         groups: GRPO group index per env (default: one group per env).
@@ -158,6 +167,7 @@ def run_episodes(
         traj = Trajectory(
             env.spec.id if env.spec else type(env).__name__, int(seed), group, is_guided, text,
             () if experience is None else (int(experience.id),), info["instruction"], len(trajectories),
+            temperature=sampling.logprob_temperature,
         )
         traj.messages = [{"role": "system", "content": system}, {"role": "user", "content": obs}]
         traj.extend(fmt.start(system, obs) + prefix_ids)
@@ -187,6 +197,9 @@ def run_episodes(
                 continue
             next_ids = fmt.next_turn(completion.token_ids, obs) + prefix_ids
             if len(traj.token_ids) + len(next_ids) + sampling.max_new_tokens > config.max_context_tokens:
+                _, reward, _, _, info = envs[i].unwrapped.truncate("The conversation no longer fits the context.")
+                traj.reward += reward
+                traj.success = bool(info.get("success", False))
                 traj.truncated = True
                 continue
             traj.messages.append({"role": "user", "content": obs})

@@ -8,8 +8,9 @@ import pytest
 
 from comprl import make_config
 from comprl.cli import main, parse_value
-from comprl.config import PROFILES, ExperimentConfig
+from comprl.config import METHODS, PROFILES, ExperimentConfig
 from comprl.envs import make
+from comprl.trainers.actor import ActorConfig
 
 
 def test_profiles_differ_in_scale_and_model():
@@ -33,6 +34,10 @@ def test_overrides_flat_and_dotted():
         ({"profile": "smoke", "method": "magic"}, "method='magic'; accepted: baseline"),
         ({"profile": "smoke", "steps": "ten"}, "steps='ten'"),
         ({"profile": "smoke", "env_id": "comprl/Nope-v0"}, "unknown env id 'comprl/Nope-v0'"),
+        ({"profile": "smoke", "method": "comp_rl", "group_size": 2}, r"group_size=2 with method='comp_rl'.*>= 4"),
+        ({"profile": "smoke", "method": "static", "group_size": 3}, r"group_size=3 with method='static'.*>= 4"),
+        ({"profile": "smoke", "rollout.temperature": -0.5}, r"temperature=-0.5.*>= 0"),
+        ({"profile": "smoke", "actor.temperature": 0.7}, r"actor.temperature.*rollout.temperature"),
     ],
 )
 def test_bad_config_values_are_named(kwargs, message):
@@ -43,6 +48,24 @@ def test_bad_config_values_are_named(kwargs, message):
 def test_config_round_trips_through_json():
     config = make_config("cpu", steps=3)
     assert ExperimentConfig.from_dict(json.loads(config.to_json())) == config
+
+
+def test_every_profile_runs_every_method():
+    for profile in PROFILES:
+        for method in METHODS:
+            make_config(profile, method=method)
+    assert make_config("smoke", method="baseline", group_size=2).group_size == 2  # no halves without experience
+
+
+def test_one_temperature_for_rollouts_and_the_actors_log_probs():
+    assert not hasattr(ActorConfig(), "temperature")
+    assert make_config("smoke", **{"rollout.temperature": 0.0}).rollout.temperature == 0.0  # greedy is accepted
+
+
+def test_configs_recorded_with_an_actor_temperature_still_load():
+    recorded = json.loads(make_config("cpu").to_json())
+    recorded["actor"]["temperature"] = recorded["rollout"]["temperature"]  # what runs wrote before it was one field
+    assert ExperimentConfig.from_dict(recorded) == make_config("cpu")
 
 
 def test_unknown_env_id_lists_accepted_ids():

@@ -19,11 +19,11 @@ def fresh():
     return model, tokenizer, HFEngine(model, tokenizer)
 
 
-def _samples(engine, n, step=1):
+def _samples(engine, n, step=1, temperature=1.0):
     """Real extractor-style samples: a prompt, and a reply sampled from the model with its behaviour log-probs."""
     prompts = [engine.tokenizer.encode(f"Trajectory {i}: the agent reached the stairs. Operations:") for i in range(n)]
     torch.manual_seed(0)
-    completions = engine.generate(prompts, SamplingParams(max_new_tokens=6, temperature=1.0))
+    completions = engine.generate(prompts, SamplingParams(max_new_tokens=6, temperature=temperature))
     return [
         ExtractorSample(kind="distill", step=step, entry_ids=(100 + i,), token_ids=s.token_ids, action_mask=s.action_mask, logprobs=s.logprobs)
         for i, s in enumerate(pack(prompts, completions))
@@ -98,6 +98,19 @@ def test_no_update_until_the_buffer_is_full_then_cispo_moves_logprobs_by_advanta
     change = mean_logprob() - start
     assert float((torch.tensor([1.0, -1.0, 1.0, -1.0]) * change).sum()) > 0
     assert trainer.pending == [samples[4]]  # the trained samples leave the buffer, the fifth stays
+
+
+@pytest.mark.parametrize("temperature", [0.7, 0.0])
+def test_extractor_is_scored_at_its_sampling_temperature_greedy_at_one(fresh, temperature):
+    model, tokenizer, engine = fresh
+    trainer = ExtractorTrainer(model, tokenizer.pad_token_id, ExtractorConfig(buffer_size=2, temperature=temperature))
+    good, bad = _samples(engine, 2, temperature=temperature)
+    good.outcomes.append(1.0)
+    bad.outcomes.append(-1.0)
+    trainer.add([good, bad])
+    metrics = trainer.maybe_step()
+    assert metrics is not None and metrics["trained_sequences"] == 2
+    assert abs(metrics["ratio_mean"] - 1.0) < 1e-3  # no NaN at temperature 0: greedy replies are scored at 1
 
 
 def test_config_rejects_unknown_style():

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 from conftest import pack
+from peft import LoraConfig, get_peft_model
 
 from comprl.chat import ChatFormat
-from comprl.llm import HFEngine, SamplingParams, load_model
+from comprl.llm import HFEngine, SamplingParams, load_model, token_logprobs
 
 
 def _prompts(tokenizer):
@@ -23,6 +24,45 @@ def test_behaviour_logprobs_equal_fresh_forward_pass_with_left_padding(tiny, tin
     torch.manual_seed(0)
     completions = tiny_engine.generate(prompts, SamplingParams(max_new_tokens=12, temperature=0.7))
     assert_logprobs_match_fresh_pass(model, tokenizer.pad_token_id, pack(prompts, completions), 0.7)
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_the_models_own_generation_config_does_not_shape_sampling(assert_logprobs_match_fresh_pass, lora):
+    # Qwen2.5-Instruct ships repetition_penalty 1.05, top_k 20, top_p 0.8: sampling must ignore such defaults,
+    # since behaviour log-probs are those of the plain tempered distribution.
+    model, tokenizer = load_model("tiny-random", seed=0)
+    if lora:  # peft copies the wrapped model's generation_config into generate()
+        model = get_peft_model(model, LoraConfig(r=4, target_modules="all-linear"))
+    engine, prompts = HFEngine(model, tokenizer), _prompts(tokenizer)
+    params = SamplingParams(max_new_tokens=12, temperature=0.7)
+    torch.manual_seed(0)
+    plain = engine.generate(prompts, params)
+    banned = sorted({token for c in plain for token in c.token_ids})  # would force different samples
+    model.generation_config.update(
+        repetition_penalty=5.0, top_k=3, top_p=0.5, no_repeat_ngram_size=1, min_new_tokens=12, suppress_tokens=banned
+    )
+    torch.manual_seed(0)
+    shaped = engine.generate(prompts, params)
+    assert [c.token_ids for c in shaped] == [c.token_ids for c in plain]
+    assert_logprobs_match_fresh_pass(model, tokenizer.pad_token_id, pack(prompts, shaped), 0.7)
+    assert model.generation_config.repetition_penalty == 5.0  # the model's own config is left as it was
+
+
+def test_samples_come_from_the_whole_tempered_distribution(tiny, tiny_engine):
+    # transformers' global default top_k=50 would keep every sampled token among the 50 likeliest
+    model, tokenizer = tiny
+    prompts = _prompts(tokenizer)
+    torch.manual_seed(0)
+    sequences = pack(prompts, tiny_engine.generate(prompts, SamplingParams(max_new_tokens=12, temperature=1.0)))
+    ranks = []
+    for sequence in sequences:
+        ids = torch.tensor([sequence.token_ids])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, :-1]
+        chosen = logits.gather(-1, ids[0, 1:, None])
+        rank = (logits > chosen).sum(-1)
+        ranks += rank[torch.tensor(sequence.action_mask[1:], dtype=torch.bool)].tolist()
+    assert max(ranks) >= 50
 
 
 def test_stop_string_ends_the_completion(tiny, tiny_engine):
@@ -70,6 +110,15 @@ def test_sampling_params_reject_bad_values():
         SamplingParams(temperature=-1)
     with pytest.raises(ValueError, match="max_new_tokens"):
         SamplingParams(max_new_tokens=0)
+
+
+def test_scoring_at_temperature_zero_names_the_accepted_range(tiny):
+    model, tokenizer = tiny
+    ids = torch.tensor([_prompts(tokenizer)[0]])
+    mask = torch.ones_like(ids, dtype=torch.float32)
+    mask[:, 0] = 0
+    with pytest.raises(ValueError, match=r"temperature=0.*> 0.*greedy"):
+        token_logprobs(model, ids, torch.ones_like(ids), mask, temperature=0.0)
 
 
 def test_missing_model_path_names_what_is_accepted(tmp_path):

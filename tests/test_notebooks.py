@@ -45,7 +45,7 @@ def test_notebook_01_runs_comp_rl_and_baseline_side_by_side(tmp_path, seeded_ban
     assert not (out / "baseline_seed0" / "bank.duckdb").exists()
 
     comp = pd.read_csv(out / "metrics.csv").query("method == 'comp_rl' and phase == 'train'")
-    assert (comp["guided_with_entry"] == 2).all()  # 2 instances x K/2 = 2 guided rollouts, each shown an entry
+    assert (comp["guided_with_entry"] == 2).all()  # 1 instance x K/2 = 2 guided rollouts, each shown an entry
     assert (comp["extractor_outputs"] >= 4).all() and (comp["bank_size"] >= 1).all()
     assert (comp["extractor_valid"] + comp["extractor_rejected"] == comp["extractor_outputs"]).all()
     assert len(pd.read_csv(out / "bank.csv")) >= 1  # the final bank

@@ -8,19 +8,24 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+import gymnasium as gym
+
+from comprl.chat import ChatFormat
+from comprl.config import make_config
 from comprl.envs import make
 from comprl.llm import HFEngine, load_model
-from comprl.rollout import EXPERIENCE_HEADING, RolloutConfig, run_episodes, summarize
+from comprl.rollout import EXPERIENCE_HEADING, RolloutConfig, run_episodes, summarize, system_prompt
+from comprl.trainers import loop
 from comprl.trainers.actor import ActorConfig, ActorTrainer
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"
 ROLLOUT = RolloutConfig(max_new_tokens=6, temperature=1.0)
 
 
-def _rollouts(engine, n=4, max_turns=3, seed=0, **kwargs):
+def _rollouts(engine, n=4, max_turns=3, seed=0, config=ROLLOUT, **kwargs):
     envs = [make(ROOM, max_turns=max_turns) for _ in range(n)]
     torch.manual_seed(seed)
-    return run_episodes(engine, envs, [7] * n, ROLLOUT, groups=[i // 2 for i in range(n)], **kwargs)
+    return run_episodes(engine, envs, [7] * n, config, groups=[i // 2 for i in range(n)], **kwargs)
 
 
 def test_trajectory_packs_one_sequence_with_only_model_tokens_masked(tiny, tiny_engine):
@@ -41,6 +46,22 @@ def test_trajectory_packs_one_sequence_with_only_model_tokens_masked(tiny, tiny_
         replies = tokenizer.decode([tok for tok, m in zip(t.token_ids, t.action_mask) if m == 1], skip_special_tokens=True)
         assert replies == "".join(m["content"] for m in t.messages if m["role"] == "assistant")
     assert [t.group for t in trajectories] == [0, 0, 1, 1]
+
+
+def test_context_limit_ends_the_episode_through_the_envs_truncation(tiny, tiny_engine):
+    _, tokenizer = tiny
+    env = make("comprl/ALFWorld-v0", max_turns=10)
+    obs, info = env.reset(seed=7)
+    first_prompt = ChatFormat.from_tokenizer(tokenizer).start(system_prompt(info["instruction"]), obs)
+    # room for the first reply only: the second turn would outgrow the context
+    config = dataclasses.replace(ROLLOUT, max_context_tokens=len(first_prompt) + ROLLOUT.max_new_tokens)
+    torch.manual_seed(0)
+    (cut,) = run_episodes(tiny_engine, [env], [7], config)
+    assert cut.turns == 1 and cut.truncated and not cut.success
+    assert cut.reward == env.unwrapped.unsolved_truncation_reward == -1.0  # ALFWorld's reward for running out
+    assert cut.invalid_actions == 1  # the random reply; closing the episode is not counted as the actor's
+    with pytest.raises(RuntimeError, match="no episode in progress"):
+        env.step("<answer>look</answer>")
 
 
 def test_invalid_replies_are_counted_not_raised(tiny_engine):
@@ -125,3 +146,63 @@ def test_groups_with_equal_rewards_give_no_update(fresh):
 def test_bad_actor_config_names_the_field():
     with pytest.raises(ValueError, match="aggregation"):
         ActorConfig(aggregation="sum")
+
+
+def _optimised_weights(trainer):
+    """(name, tensor) of every weight AdamW steps, in the model's parameter order."""
+    names = [name for name, p in trainer.model.named_parameters() if p.requires_grad]
+    return list(zip(names, (p for group in trainer.optimizer.param_groups for p in group["params"])))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_full_finetune_keeps_fp32_master_weights_so_small_steps_add_up(dtype):
+    # AdamW moves each weight by about lr = 1e-6 per step, far below a bfloat16 weight's rounding step: stepping
+    # bfloat16 weights in place loses most updates (2% of them changed in 10 steps); fp32 masters keep them all.
+    model, tokenizer = load_model("tiny-random", seed=1, dtype=dtype)
+    batch = _with_rewards(_rollouts(HFEngine(model, tokenizer)), [1.0, 0.0, 0.0, 1.0])
+    trainer = ActorTrainer(model, tokenizer.pad_token_id, ActorConfig(learning_rate=1e-6, micro_batch_size=4))
+    layers = [(name, w) for name, w in _optimised_weights(trainer) if ".layers." in name]
+    before = [w.detach().clone() for _, w in layers]
+    for _ in range(10):
+        trainer.step(batch)
+    changed = sum(int((w != b).sum()) for (_, w), b in zip(layers, before))
+    assert changed / sum(b.numel() for b in before) > 0.9
+    params = dict(model.named_parameters())
+    for name, master in layers:
+        assert master.dtype == torch.float32 and params[name].dtype == dtype
+        assert torch.equal(params[name], master.to(dtype))  # the model runs on the masters' rounded values
+
+
+def test_actor_scores_trajectories_at_the_temperature_they_were_sampled_at(fresh):
+    model, tokenizer, engine = fresh
+    batch = _with_rewards(_rollouts(engine, config=dataclasses.replace(ROLLOUT, temperature=0.5)), [1.0, 0.0, 0.0, 1.0])
+    assert all(t.temperature == 0.5 for t in batch)
+    metrics = ActorTrainer(model, tokenizer.pad_token_id, ActorConfig(learning_rate=1e-3)).step(batch)
+    assert metrics["trained_sequences"] == 4 and abs(metrics["ratio_mean"] - 1.0) < 1e-3
+
+
+def test_greedy_rollouts_are_scored_at_temperature_one(fresh, assert_logprobs_match_fresh_pass):
+    model, tokenizer, engine = fresh
+    batch = _with_rewards(_rollouts(engine, config=dataclasses.replace(ROLLOUT, temperature=0.0)), [1.0, 0.0, 0.0, 1.0])
+    assert all(t.temperature == 1.0 for t in batch)
+    assert_logprobs_match_fresh_pass(model, tokenizer.pad_token_id, batch, 1.0)
+    metrics = ActorTrainer(model, tokenizer.pad_token_id).step(batch)
+    assert metrics["trained_sequences"] == 4 and abs(metrics["ratio_mean"] - 1.0) < 1e-3
+    assert all(v == v for v in metrics.values())  # no NaN
+
+
+class _RewardByReplyLength(gym.Wrapper):
+    """Room, but a reply of even length earns 1: a random model's rollouts of one task then differ in return."""
+
+    def step(self, action):
+        obs, _, terminated, truncated, info = self.env.step(action)
+        return obs, float(len(action) % 2 == 0), terminated, truncated, info
+
+
+def test_a_smoke_comp_rl_step_takes_an_actor_gradient(tmp_path, monkeypatch):
+    monkeypatch.setattr(loop, "make", lambda env_id, **kwargs: _RewardByReplyLength(make(env_id, **kwargs)))
+    rows = []
+    config = make_config("smoke", method="comp_rl", steps=1, eval_episodes=0)
+    loop.run_experiment(config, tmp_path, name="smoke", progress=False, callback=lambda step, m, phase: rows.append(m))
+    (train,) = rows
+    assert train["actor_advantage_abs_mean"] > 0 and train["actor_trained_sequences"] > 0

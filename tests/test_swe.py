@@ -299,6 +299,16 @@ def test_editing_tests_or_pytest_setup_does_not_fake_a_resolution(env):
 
 
 @needs_sandbox
+def test_an_episode_the_trainer_cuts_short_is_graded_as_it_stands(env):
+    task = TASKS[1]
+    env.reset(options={"instance_id": task.instance_id})
+    for reply in gold_edits(task):
+        env.step(reply)
+    observation, reward, terminated, truncated, info = env.unwrapped.truncate("The context is full.")
+    assert truncated and not terminated and reward == 1.0 and info["success"] and "graded as they stand" in observation
+
+
+@needs_sandbox
 def test_episode_out_of_turns_is_graded_as_it_stands():
     task = TASKS[1]
     environment = make("comprl/SWE-Lite-v0", max_turns=len(task.bug) + 1)

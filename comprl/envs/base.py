@@ -228,12 +228,29 @@ class TextEnv(gymnasium.Env[str, str], abc.ABC):
             outcome = self._play(action_word)
         self._success = self._success or outcome.success
         truncated = not outcome.terminated and self._turn >= self.max_turns
-        reward = outcome.reward
-        if truncated and not self._success and self.unsolved_truncation_reward is not None:
-            reward = self.unsolved_truncation_reward
+        observation, reward = outcome.observation, outcome.reward
+        if truncated:
+            observation, reward = self._truncation(observation, reward)
         self._episode_active = not (outcome.terminated or truncated)
-        observation = self._prompted(outcome.observation) if self._episode_active else outcome.observation
+        observation = self._prompted(observation) if self._episode_active else observation
         return observation, reward, outcome.terminated, truncated, self._info(invalid_action)
+
+    def truncate(self, reason: str) -> tuple[str, float, bool, bool, dict]:
+        """End the running episode now, as its turn cap would, without playing an action (a trainer calls this
+        when the conversation no longer fits its context). Returns what `step` returns, with ``truncated=True``
+        and the env's truncation outcome (ALFWorld: -1 when unsolved; SWE-lite grades the work)."""
+        if not self._episode_active:
+            raise RuntimeError("no episode in progress: call reset() first (also after an episode ends)")
+        observation, reward = self._truncation(reason, 0.0)
+        self._episode_active = False
+        return observation, reward, False, True, self._info(invalid_action=False)
+
+    def _truncation(self, observation: str, reward: float) -> tuple[str, float]:
+        """The last observation and reward of an episode cut short (turn cap or `truncate`): the step's own, or
+        `unsolved_truncation_reward` when set and unsolved. Envs that finish such episodes their way override it."""
+        if not self._success and self.unsolved_truncation_reward is not None:
+            reward = self.unsolved_truncation_reward
+        return observation, reward
 
     def _prompted(self, observation: str) -> str:
         """The observation followed by the action prompt line (when `action_prompt` is on)."""

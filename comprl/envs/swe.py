@@ -281,15 +281,13 @@ class SweLiteEnv(TextEnv):
         )
         return GameStep(summary, 1.0 if report.resolved else 0.0, True, report.resolved)
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
-        """Play one reply; an episode cut at `max_turns` is graded as it stands (unless turned off)."""
-        observation, reward, terminated, truncated, info = super().step(action)
-        if truncated and self.grade_unsubmitted:
-            outcome = self._graded("Out of tool calls; your changes were graded as they stand.")
-            self._success = outcome.success
-            observation, reward = f"{observation}\n{outcome.observation}", outcome.reward
-            info = self._info(info["invalid_action"])
-        return observation, reward, terminated, truncated, info
+    def _truncation(self, observation: str, reward: float) -> tuple[str, float]:
+        """An episode cut short (out of tool calls, or `truncate`) is graded as it stands (unless turned off)."""
+        if not self.grade_unsubmitted:
+            return super()._truncation(observation, reward)
+        outcome = self._graded("The episode is over; your changes were graded as they stand.")
+        self._success = outcome.success
+        return f"{observation}\n{outcome.observation}", outcome.reward
 
     def _info(self, invalid_action: bool) -> dict[str, Any]:
         info = super()._info(invalid_action)

@@ -14,11 +14,19 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Hashable, Protocol, Sequence
+from typing import Hashable, Iterator, Protocol, Sequence
 
 import torch
-from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase, StoppingCriteriaList, StopStringCriteria
+from transformers import (
+    DynamicCache,
+    GenerationConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    StoppingCriteriaList,
+    StopStringCriteria,
+)
 from transformers.cache_utils import DynamicLayer
 
 logger = logging.getLogger(__name__)
@@ -48,7 +56,41 @@ class SamplingParams:
     @property
     def logprob_temperature(self) -> float:
         """The temperature under which behaviour log-probs are reported."""
-        return self.temperature if self.temperature > 0 else 1.0
+        return logprob_temperature(self.temperature)
+
+    def generation_config(self, pad_token_id: int, eos_token_id: int) -> GenerationConfig:
+        """A transformers config with these fields only; every other logits option (repetition penalty, top-k,
+        n-gram bans, ...) is neutral, so sampling follows the tempered distribution the log-probs describe."""
+        sampling = self.temperature > 0
+        # top_k=0: transformers' default is 50; greedy decoding takes no sampling options
+        options = {"temperature": self.temperature, "top_p": self.top_p, "top_k": 0} if sampling else {}
+        return GenerationConfig(
+            max_new_tokens=self.max_new_tokens,
+            do_sample=sampling,
+            **options,
+            pad_token_id=pad_token_id,
+            eos_token_id=eos_token_id,
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
+
+
+def logprob_temperature(temperature: float) -> float:
+    """The temperature behaviour log-probs are taken at for a sampling temperature: itself, or 1 for greedy (0)."""
+    return temperature if temperature > 0 else 1.0
+
+
+@contextmanager
+def _without_model_generation_defaults(model: PreTrainedModel) -> Iterator[None]:
+    """Blank the model's own ``generation_config`` (e.g. Qwen2.5-Instruct's repetition_penalty 1.05, top_k 20)
+    for the duration: transformers fills every option a passed config leaves unset from it."""
+    owner = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft copies it from there
+    saved = owner.generation_config
+    owner.generation_config = GenerationConfig()
+    try:
+        yield
+    finally:
+        owner.generation_config = saved
 
 
 @dataclass
@@ -104,6 +146,9 @@ class _Prefix:
 @dataclass
 class HFEngine:
     """Batched generation with ``transformers.generate`` (left padding); shares weights with the trainer.
+
+    Sampling follows :class:`SamplingParams` alone: the model's own ``generation_config`` (a repetition penalty,
+    top-k, ... shipped with the checkpoint) is set aside during each call, as the log-probs know nothing of it.
 
     Prefix KV cache (opt-in): pass ``sessions=`` (one hashable key per prompt, e.g. the episode index) to
     :meth:`generate`. The engine then keeps, per key, the token ids of that row's prompt and completion (all but
@@ -278,27 +323,19 @@ class HFEngine:
             self.stats["prompt_tokens"] = self.stats.get("prompt_tokens", 0.0) + sum(len(p) for p in prompts)
             self.stats["reused_prompt_tokens"] = self.stats.get("reused_prompt_tokens", 0.0) + sum(reuse)
 
-        sampling = params.temperature > 0
         started = time.perf_counter()
         was_training = self.model.training
         self.model.eval()
         extra = {} if past_key_values is None else {"past_key_values": past_key_values}
         try:
-            result = self.model.generate(
-                input_ids=input_ids.to(device),
-                attention_mask=attention_mask.to(device),
-                max_new_tokens=params.max_new_tokens,
-                do_sample=sampling,
-                temperature=params.temperature if sampling else None,
-                top_p=params.top_p if sampling else None,
-                top_k=None,
-                stopping_criteria=self._stop_criteria(params.stop),
-                pad_token_id=pad_id,
-                eos_token_id=self.tokenizer.eos_token_id,
-                return_dict_in_generate=True,
-                output_logits=True,
-                **extra,
-            )
+            with _without_model_generation_defaults(self.model):
+                result = self.model.generate(
+                    input_ids=input_ids.to(device),
+                    attention_mask=attention_mask.to(device),
+                    generation_config=params.generation_config(pad_id, self.tokenizer.eos_token_id),
+                    stopping_criteria=self._stop_criteria(params.stop),
+                    **extra,
+                )
         finally:
             self.model.train(was_training)
         del past_key_values, extra

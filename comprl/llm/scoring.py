@@ -11,7 +11,7 @@ def token_logprobs(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     loss_mask: torch.Tensor,
-    temperature: float = 1.0,
+    temperature: float | torch.Tensor = 1.0,
 ) -> torch.Tensor:
     """Log-probs ``log softmax(logits / T)`` of each token given its prefix, on right-padded sequences.
 
@@ -21,20 +21,27 @@ def token_logprobs(
     Args:
         input_ids, attention_mask, loss_mask: ``[B, L]``, right padded; ``loss_mask[b, t] = 1`` when token ``t``
             is one the policy generated (``t >= 1``).
-        temperature: the sampling temperature the behaviour log-probs were taken at.
+        temperature: the temperature the behaviour log-probs were taken at (> 0; greedy replies are scored at 1,
+            see :func:`comprl.llm.engine.logprob_temperature`), one for the batch or a ``[B]`` tensor, one per row.
 
     Returns:
         ``[B, L]`` log-probs aligned with ``input_ids`` (entry ``t`` scores token ``t``).
     """
     if loss_mask[:, 0].any():
         raise ValueError("loss_mask[:, 0] must be 0: the first token has no prefix to score it")
+    temperature = torch.as_tensor(temperature, dtype=torch.float32, device=input_ids.device)
+    if (temperature <= 0).any():
+        raise ValueError(
+            f"temperature={temperature.tolist()}: log-probs need a temperature > 0 "
+            "(greedy replies, decoded at temperature 0, are scored at 1)"
+        )
     # Token t is predicted by the hidden state at t-1: keep only those positions.
     keep = torch.nonzero(loss_mask[:, 1:].any(dim=0), as_tuple=False).squeeze(-1)
     out = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)
     if keep.numel() == 0:
         return out
     logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits  # [B, K, V]
-    logprobs = torch.log_softmax(logits.float() / temperature, dim=-1)
+    logprobs = torch.log_softmax(logits.float() / temperature.reshape(-1, 1, 1), dim=-1)
     targets = input_ids[:, keep + 1]
     out[:, keep + 1] = logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     return out * loss_mask

@@ -31,6 +31,10 @@ class ActorTrainer(PolicyTrainer):
         loss_fn = functools.partial(grpo_policy_loss, clip_eps=config.clip_eps, aggregation=config.aggregation)
         super().__init__(model, pad_token_id, config, loss_fn)
 
+    def logprob_temperature(self, sequence: Trajectory) -> float:
+        """Each trajectory records it at rollout (``RolloutConfig.temperature``, 1 for greedy decoding)."""
+        return sequence.temperature
+
     def advantages(self, trajectories: Sequence[Trajectory]) -> torch.Tensor:
         """Split-group advantages: normalised within (task instance, guided/free) cells (paper Eq. 5)."""
         return split_group_advantages(

@@ -17,6 +17,7 @@ import torch
 from transformers import PreTrainedModel
 
 from comprl.extractor import STYLES
+from comprl.llm.engine import logprob_temperature
 from comprl.objectives import batch_advantages, cispo_loss
 from comprl.rollout import PackedSequence, Trajectory
 from comprl.trainers.policy import OptimConfig, PolicyTrainer
@@ -35,6 +36,9 @@ class ExtractorConfig(OptimConfig):
     """Tokens the extractor may write per call (its reasoning and the answer)."""
     response_prefix: str = ""
     """Text pre-filled at the start of every reply (e.g. "<answer>" to skip the reasoning of a tiny model)."""
+    temperature: float = 1.0
+    """The extractor's sampling temperature (0 = greedy); its trainer recomputes log-probs under it (at 1 for
+    greedy), so this one field keeps the extractor on-policy. Default 1.0, like the paper's rollouts (~1.0)."""
     eps_low: float = 0.1
     """CISPO lower clip: importance weights are at least 1 - eps_low. Paper: 0.1."""
     eps_high: float = 0.1
@@ -57,6 +61,8 @@ class ExtractorConfig(OptimConfig):
             raise ValueError(f"extractor style={self.style!r}; accepted: {', '.join(STYLES)}")
         if self.buffer_size < 1:
             raise ValueError(f"extractor buffer_size={self.buffer_size!r}: must be >= 1")
+        if self.temperature < 0:
+            raise ValueError(f"extractor temperature={self.temperature!r}: accepted: >= 0 (0 = greedy decoding)")
 
 
 @dataclass(kw_only=True)
@@ -87,6 +93,10 @@ class ExtractorTrainer(PolicyTrainer):
         super().__init__(model, pad_token_id, config, loss_fn)
         self.pending: list[ExtractorSample] = []
         self._writer: dict[int, ExtractorSample] = {}
+
+    def logprob_temperature(self, sequence: ExtractorSample) -> float:
+        """Every sample was generated at the configured temperature."""
+        return logprob_temperature(self.config.temperature)
 
     def add(self, samples: Sequence[ExtractorSample]) -> None:
         """Queue new outputs; those that wrote entries wait for guided outcomes."""

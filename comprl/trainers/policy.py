@@ -42,8 +42,6 @@ class OptimConfig:
     """LoRA rank through peft; 0 = full fine-tune."""
     lora_alpha: int = 32
     """LoRA scaling numerator (effective scale alpha / rank)."""
-    temperature: float = 1.0
-    """Temperature the sequences were sampled at; log-probs are recomputed under it."""
 
     def __post_init__(self) -> None:
         if self.aggregation not in AGGREGATIONS:
@@ -72,11 +70,16 @@ def pad_batch(sequences: Sequence[PackedSequence], pad_id: int) -> dict[str, tor
 
 
 class PolicyTrainer:
-    """A policy-gradient learner over packed sequences; subclasses supply the loss and the advantages.
+    """A policy-gradient learner over packed sequences; subclasses supply the loss, the advantages and the
+    temperature each sequence's behaviour log-probs were taken at (:meth:`logprob_temperature`).
 
     The model is trained in place (with LoRA adapters injected into it when ``lora_rank > 0``), so a
     :class:`~comprl.llm.HFEngine` holding the same model generates with the new weights at once (after
     ``engine.sync_weights()`` drops its KV cache).
+
+    Trainable weights in low precision (bfloat16/float16 full fine-tuning) get fp32 master copies, which AdamW
+    steps; the model's weights are the masters rounded after every step. Stepped in place, a bfloat16 weight
+    loses AdamW's small steps to rounding (at the paper's lr 1e-6, 10 steps changed 2% of the weights).
     """
 
     def __init__(self, model: PreTrainedModel, pad_token_id: int, config: OptimConfig, loss_fn: LossFn) -> None:
@@ -90,7 +93,14 @@ class PolicyTrainer:
             model = get_peft_model(model, lora)
         self.model = model
         params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
+        self._masters = [p if p.dtype == torch.float32 else p.detach().float() for p in params]
+        # (model weight, its fp32 master) for each trainable weight held in low precision
+        self._low_precision = [(p, m) for p, m in zip(params, self._masters) if m is not p]
+        self.optimizer = torch.optim.AdamW(self._masters, lr=config.learning_rate, weight_decay=config.weight_decay)
+
+    def logprob_temperature(self, sequence: PackedSequence) -> float:
+        """The temperature ``sequence``'s behaviour log-probs were taken at; its log-probs are recomputed there."""
+        raise NotImplementedError
 
     def update(self, sequences: Sequence[PackedSequence], advantages: torch.Tensor) -> dict[str, float]:
         """Run ``update_epochs`` optimiser steps on one batch with the given per-sequence advantages."""
@@ -98,12 +108,16 @@ class PolicyTrainer:
         metrics: dict[str, float] = {}
         self.model.train()
         for _ in range(self.config.update_epochs):
-            self.optimizer.zero_grad(set_to_none=True)
+            self.model.zero_grad(set_to_none=True)
             metrics = self._accumulate(sequences, advantages, backward=True)
             if metrics["trained_sequences"] > 0:
-                params = [p for p in self.model.parameters() if p.requires_grad]
-                metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm))
+                for param, master in self._low_precision:
+                    master.grad = None if param.grad is None else param.grad.float()
+                metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self._masters, self.config.max_grad_norm))
                 self.optimizer.step()
+                with torch.no_grad():
+                    for param, master in self._low_precision:
+                        param.copy_(master)
         self.model.eval()
         metrics["advantage_abs_mean"] = float(advantages.abs().mean()) if len(advantages) else 0.0
         metrics["update_seconds"] = time.perf_counter() - started
@@ -131,9 +145,10 @@ class PolicyTrainer:
         for start in range(0, len(chosen), self.config.micro_batch_size):
             rows = chosen[start : start + self.config.micro_batch_size]
             batch = {k: v.to(device) for k, v in pad_batch([sequences[i] for i in rows], self.pad_token_id).items()}
+            temperatures = torch.tensor([self.logprob_temperature(sequences[i]) for i in rows], device=device)
             with torch.set_grad_enabled(backward):
                 logprobs = token_logprobs(
-                    self.model, batch["input_ids"], batch["attention_mask"], batch["action_mask"], self.config.temperature
+                    self.model, batch["input_ids"], batch["attention_mask"], batch["action_mask"], temperatures
                 )
                 loss, stats = self.loss_fn(logprobs, batch["old_logprobs"], advantages[rows].to(device), batch["action_mask"])
                 tokens = int(batch["action_mask"].sum())
