@@ -20,7 +20,7 @@ import time
 import gymnasium
 
 from comprl.envs import ENV_IDS, make
-from comprl.envs.minihack import MiniHackTextEnv
+from comprl.envs.minihack.env import MiniHackTextEnv
 
 
 SWE_ID = "comprl/SWE-Lite-v0"

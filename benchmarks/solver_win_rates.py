@@ -14,7 +14,7 @@ import argparse
 import time
 
 from comprl.envs import make
-from comprl.envs.sokoban_solver import solve
+from comprl.envs.sokoban.solver import solve
 
 PAPER_MAX_TURNS = 30
 
@@ -37,7 +37,7 @@ def sokoban_wins(seeds: range) -> int:
 
 def river_turns(seeds: range, max_turns: int) -> list[int | None]:
     """Per seed, the turn on which the seeker reached the stairs, or None when it did not within `max_turns`."""
-    from comprl.envs.solvers import StairsSeeker  # Needs nle, like the env itself.
+    from comprl.envs.minihack.solvers import StairsSeeker  # Needs nle, like the env itself.
 
     env = make("comprl/River-Narrow-v0", max_turns=max_turns)
     results: list[int | None] = []

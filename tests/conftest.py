@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from comprl.envs.swe_sandbox import SandboxUnavailable, bwrap_path, check_episode_limits
+from comprl.envs.swe.sandbox import SandboxUnavailable, bwrap_path, check_episode_limits
 from comprl.llm import HFEngine, load_model, token_logprobs
 from comprl.rollout import PackedSequence
 from comprl.trainers.policy import pad_batch

@@ -10,14 +10,14 @@ import pytest
 
 import comprl.envs
 from comprl.envs.base import EVAL_SEED_OFFSET
-from comprl.envs.alfworld import (
+from comprl.envs.alfworld.env import (
     DEFAULT_MAX_TURNS,
     NOTHING_HAPPENS,
     TREATMENT_APPLIANCES,
     AlfWorldTextEnv,
     scene_indices,
 )
-from comprl.envs.alfworld_scenes import (
+from comprl.envs.alfworld.scenes import (
     EVAL_FLOORPLANS,
     EVAL_SIZE,
     EVAL_TASK_COUNTS,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from comprl.envs.alfworld import AlfWorldTextEnv, scene_indices
-from comprl.envs.alfworld_official import (
+from comprl.envs.alfworld.env import AlfWorldTextEnv, scene_indices
+from comprl.envs.alfworld.official import (
     DATA_ENV_VAR,
     OFFICIAL_TASK_TYPES,
     AlfWorldOfficialEnv,
@@ -22,7 +22,7 @@ from comprl.envs.alfworld_official import (
     export_pddl_game,
     make_engine,
 )
-from comprl.envs.alfworld_scenes import RECEPTACLE_TYPES, TASK_TYPES, Scene, kind_of, scene
+from comprl.envs.alfworld.scenes import RECEPTACLE_TYPES, TASK_TYPES, Scene, kind_of, scene
 from comprl.envs.base import EVAL_SEED_OFFSET
 
 WALK_STEPS = 20

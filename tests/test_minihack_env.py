@@ -14,9 +14,9 @@ pytest.importorskip("nle", reason="nle/minihack wheels exist only for Linux x86_
 
 import comprl.envs  # noqa: E402
 from comprl.envs.base import extract_answer  # noqa: E402
-from comprl.envs.minihack import MiniHackTextEnv  # noqa: E402
-from comprl.envs.minihack_text import COMPASS_8  # noqa: E402
-from comprl.envs.solvers import StairsSeeker  # noqa: E402
+from comprl.envs.minihack.env import MiniHackTextEnv  # noqa: E402
+from comprl.envs.minihack.text import COMPASS_8  # noqa: E402
+from comprl.envs.minihack.solvers import StairsSeeker  # noqa: E402
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"
 MAZE = "comprl/MazeWalk-9x9-v0"

@@ -11,10 +11,10 @@ import textwrap
 import pytest
 
 import comprl.envs
-from comprl.envs.sokoban import BOX_ON_TARGET, SokobanTextEnv, render
-from comprl.envs.sokoban_levels import generate_level
-from comprl.envs.sokoban_puzzle import MOVES, Room, State, push_or_move
-from comprl.envs.sokoban_solver import live_squares, solve
+from comprl.envs.sokoban.env import BOX_ON_TARGET, SokobanTextEnv, render
+from comprl.envs.sokoban.levels import generate_level
+from comprl.envs.sokoban.puzzle import MOVES, Room, State, push_or_move
+from comprl.envs.sokoban.solver import live_squares, solve
 
 SOKOBAN = "comprl/Sokoban-6x6-2box-v0"
 INFO_KEYS = {"instruction", "success", "won", "invalid_action", "invalid_actions", "turn", "admissible_actions"}

@@ -10,8 +10,8 @@ from conftest import needs_sandbox
 
 from comprl.envs import make
 from comprl.envs.base import EVAL_SEED_OFFSET
-from comprl.envs.swe_sandbox import Sandbox, SandboxConfig
-from comprl.envs.swe_tasks import (
+from comprl.envs.swe.sandbox import Sandbox, SandboxConfig
+from comprl.envs.swe.tasks import (
     DATA_DIR,
     TaskDataError,
     grade_statuses,
@@ -19,7 +19,7 @@ from comprl.envs.swe_tasks import (
     materialize,
     status_log,
 )
-from comprl.envs.swe_tools import Editor, ToolCallError, parse_tool_call
+from comprl.envs.swe.tools import Editor, ToolCallError, parse_tool_call
 
 
 TASKS = load_tasks()
@@ -124,7 +124,7 @@ def test_outcomes_contradicting_the_exit_code_are_not_trusted():
 
 def test_builtin_grading_agrees_with_swebench_when_installed():
     pytest.importorskip("swebench", reason="the swe extra (swebench) is not installed")
-    from comprl.envs.swe_tasks import _builtin_report, _swebench_report
+    from comprl.envs.swe.tasks import _builtin_report, _swebench_report
 
     cases = [
         (("tests/test_issue.py::test_fixed",), ("tests/test_a.py::test_kept",)),
@@ -324,7 +324,7 @@ def test_episode_out_of_turns_is_graded_as_it_stands():
 
 
 def test_docker_adapter_names_what_it_needs(tmp_path):
-    from comprl.envs.swebench_docker import SweBenchDockerEnv
+    from comprl.envs.swe.swebench_docker import SweBenchDockerEnv
 
     instances = tmp_path / "instances.jsonl"
     instances.write_text("")

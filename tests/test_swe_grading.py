@@ -1,4 +1,4 @@
-"""The trusted grader's view of the code under test (`comprl.envs.swe_grading`): what crosses the process
+"""The trusted grader's view of the code under test (`comprl.envs.swe.grading`): what crosses the process
 boundary, and what happens when the other side misbehaves. A small package is imported through the grader's
 import hook, so it runs in a sandboxed process of its own."""
 
@@ -12,8 +12,8 @@ import time
 import pytest
 from conftest import needs_sandbox
 
-from comprl.envs.swe_grading import ImplausibleEquality, Remote, RemoteError, RemoteFinder, RemoteObject
-from comprl.envs.swe_sandbox import SandboxConfig
+from comprl.envs.swe.grading import ImplausibleEquality, Remote, RemoteError, RemoteFinder, RemoteObject
+from comprl.envs.swe.sandbox import SandboxConfig
 
 pytestmark = needs_sandbox
 

@@ -15,8 +15,8 @@ import pytest
 from conftest import needs_sandbox
 
 from comprl.envs import make
-from comprl.envs.swe_sandbox import SandboxConfig
-from comprl.envs.swe_tasks import DATA_DIR, load_tasks
+from comprl.envs.swe.sandbox import SandboxConfig
+from comprl.envs.swe.tasks import DATA_DIR, load_tasks
 
 pytestmark = needs_sandbox
 

@@ -11,7 +11,7 @@ import pytest
 
 import comprl.envs
 from comprl.envs.base import EVAL_SEED_OFFSET
-from comprl.envs.webshop import (
+from comprl.envs.webshop.env import (
     BUY_NOW,
     DEFAULT_MAX_TURNS,
     RESULTS_PER_PAGE,
@@ -22,7 +22,7 @@ from comprl.envs.webshop import (
     score_purchase,
     type_reward,
 )
-from comprl.envs.webshop_catalogue import DATA_DIR, GOALS_FILE, PRODUCTS_FILE, TEST_GOALS, Goal, Product, generate, load
+from comprl.envs.webshop.catalogue import DATA_DIR, GOALS_FILE, PRODUCTS_FILE, TEST_GOALS, Goal, Product, generate, load
 
 ENV_ID = "comprl/WebShop-Small-v0"
 FIXED_BUTTONS = {"back to search", "next >", "< prev", BUY_NOW, *SUB_PAGES}

@@ -33,14 +33,14 @@ class _Registration:
 
 
 _REGISTRATIONS: tuple[_Registration, ...] = (
-    _Registration("comprl/Room-Ultimate-5x5-v0", "comprl.envs.minihack:MiniHackTextEnv", "room"),
-    _Registration("comprl/MazeWalk-9x9-v0", "comprl.envs.minihack:MiniHackTextEnv", "maze"),
-    _Registration("comprl/KeyRoom-Dark-S5-v0", "comprl.envs.minihack:MiniHackTextEnv", "keyroom"),
-    _Registration("comprl/River-Narrow-v0", "comprl.envs.minihack:MiniHackTextEnv", "river"),
-    _Registration("comprl/WebShop-Small-v0", "comprl.envs.webshop:WebShopTextEnv", "small"),
-    _Registration("comprl/Sokoban-6x6-2box-v0", "comprl.envs.sokoban:SokobanTextEnv", "6x6-2box"),
-    _Registration("comprl/ALFWorld-v0", "comprl.envs.alfworld:AlfWorldTextEnv", "all"),
-    _Registration("comprl/SWE-Lite-v0", "comprl.envs.swe:SweLiteEnv", "lite"),
+    _Registration("comprl/Room-Ultimate-5x5-v0", "comprl.envs.minihack.env:MiniHackTextEnv", "room"),
+    _Registration("comprl/MazeWalk-9x9-v0", "comprl.envs.minihack.env:MiniHackTextEnv", "maze"),
+    _Registration("comprl/KeyRoom-Dark-S5-v0", "comprl.envs.minihack.env:MiniHackTextEnv", "keyroom"),
+    _Registration("comprl/River-Narrow-v0", "comprl.envs.minihack.env:MiniHackTextEnv", "river"),
+    _Registration("comprl/WebShop-Small-v0", "comprl.envs.webshop.env:WebShopTextEnv", "small"),
+    _Registration("comprl/Sokoban-6x6-2box-v0", "comprl.envs.sokoban.env:SokobanTextEnv", "6x6-2box"),
+    _Registration("comprl/ALFWorld-v0", "comprl.envs.alfworld.env:AlfWorldTextEnv", "all"),
+    _Registration("comprl/SWE-Lite-v0", "comprl.envs.swe.env:SweLiteEnv", "lite"),
 )
 
 ENV_IDS: tuple[str, ...] = tuple(registration.env_id for registration in _REGISTRATIONS)

@@ -1,6 +1,6 @@
 """The real SWE-bench through the SWE-lite interface: needs the ``swe`` extra and a running Docker daemon.
 
-SWE-lite (`comprl.envs.swe`) is the offline stand-in. Users with Docker and SWE-bench's prebuilt instance
+SWE-lite (`comprl.envs.swe.env`) is the offline stand-in. Users with Docker and SWE-bench's prebuilt instance
 images can play the paper's benchmark with the same tools, prompts and reward::
 
     pip install 'comprl[swe]'
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from comprl.envs.swe import SweLiteEnv, Workspace
-from comprl.envs.swe_sandbox import CommandResult, SandboxConfig, cap_output
-from comprl.envs.swe_tasks import GradingReport
+from comprl.envs.swe.env import SweLiteEnv, Workspace
+from comprl.envs.swe.sandbox import CommandResult, SandboxConfig, cap_output
+from comprl.envs.swe.tasks import GradingReport
 
 TESTBED = "/testbed"
 """Where SWE-bench images keep the repository."""

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 from nle import nethack
 
-from comprl.envs.minihack import APPLY_KEY, PICK_UP, MiniHackScreen, MiniHackTextEnv
-from comprl.envs.minihack_text import COMPASS_8, GLYPH_NAMES, S_STONE, is_floor
+from comprl.envs.minihack.env import APPLY_KEY, PICK_UP, MiniHackScreen, MiniHackTextEnv
+from comprl.envs.minihack.text import COMPASS_8, GLYPH_NAMES, S_STONE, is_floor
 
 Position = tuple[int, int]
 

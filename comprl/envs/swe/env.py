@@ -1,19 +1,19 @@
 """SWE-lite as a comprl text environment: fix a bug in a small Python repository from its issue text.
 
 ``comprl/SWE-Lite-v0`` is an offline miniature of SWE-bench (the paper trains and evaluates on a filtered
-SWE-Bench-Verified, which needs Docker and a model hub; see `comprl.envs.swebench_docker` for that). Each
-task (``data/swe_lite/``, see `comprl.envs.swe_tasks`) is a small pure-Python library with one injected bug,
+SWE-Bench-Verified, which needs Docker and a model hub; see `comprl.envs.swe.swebench_docker` for that). Each
+task (``data/swe_lite/``, see `comprl.envs.swe.tasks`) is a small pure-Python library with one injected bug,
 an issue written by a user who hit it, and hidden tests.
 
 An episode:
 
 - ``reset`` copies the task's buggy repository into a fresh temporary folder (the workspace, deleted at the
   next reset or at ``close``); the first observation is the issue and the repository's file list;
-- each action is one tool call, JSON inside answer tags (`comprl.envs.swe_tools`): ``bash`` runs a command in
-  the workspace under bubblewrap (`comprl.envs.swe_sandbox`: no network, nothing else of the host writable or
+- each action is one tool call, JSON inside answer tags (`comprl.envs.swe.tools`): ``bash`` runs a command in
+  the workspace under bubblewrap (`comprl.envs.swe.sandbox`: no network, nothing else of the host writable or
   visible, time, output, memory and process limits; the workspace is a tmpfs of ``workspace_mb``),
   ``str_replace_editor`` views, creates and edits files, ``submit`` ends the episode;
-- the submission is graded with SWE-bench's rules (`comprl.envs.swe_tasks.grade_tree`): reward 1.0 and
+- the submission is graded with SWE-bench's rules (`comprl.envs.swe.tasks.grade_tree`): reward 1.0 and
   success when the task is resolved, else 0.0. An episode that reaches `max_turns` without submitting is
   graded as it stands, as SWE-agent submits automatically at its step limit (``grade_unsubmitted=False``
   turns that off). ``info`` then carries ``patch`` (the diff from the buggy repository) and ``grading``.
@@ -48,7 +48,7 @@ from comprl.envs.base import (
     choose_by_seed,
     seed_split,
 )
-from comprl.envs.swe_sandbox import (
+from comprl.envs.swe.sandbox import (
     WORKSPACE_MOUNT,
     CommandResult,
     Sandbox,
@@ -58,7 +58,7 @@ from comprl.envs.swe_sandbox import (
     mount_quota,
     unmount_quota,
 )
-from comprl.envs.swe_tasks import (
+from comprl.envs.swe.tasks import (
     DATA_DIR,
     GradingReport,
     SweTask,
@@ -68,7 +68,7 @@ from comprl.envs.swe_tasks import (
     load_tasks,
     materialize,
 )
-from comprl.envs.swe_tools import TOOLS, Editor, ToolCall, ToolCallError, parse_tool_call
+from comprl.envs.swe.tools import TOOLS, Editor, ToolCall, ToolCallError, parse_tool_call
 
 SPLITS = ("auto", "train", "test")
 SOURCE_CHARSET = "".join(map(chr, (*range(0xD800), *range(0xE000, 0x10000))))

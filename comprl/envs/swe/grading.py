@@ -1,13 +1,13 @@
 """SWE-lite's trusted grader: a pytest plugin that runs the hidden tests in a process that never imports the
 code under test, and writes the verdicts where that code cannot reach.
 
-`comprl.envs.swe_tasks.grade_tree` starts ``python -I -m pytest -p comprl.envs.swe_grading --swe-grading
+`comprl.envs.swe.tasks.grade_tree` starts ``python -I -m pytest -p comprl.envs.swe.grading --swe-grading
 settings.json`` outside the sandbox, on a folder holding only the task's test files (the agent's own test
 edits play no part). The plugin then:
 
 - puts an import hook first on ``sys.meta_path`` that answers every import of the repository's packages with
   a `RemoteModule`: the real import happens in a `Remote` process inside the sandbox (`Sandbox.start`, with
-  its memory, process and time limits), serving `comprl.envs.swe_remote`;
+  its memory, process and time limits), serving `comprl.envs.swe.remote`;
 - runs the tests unchanged: what they do with the code's objects becomes requests, and what comes back is
   plain data (built-in objects made here, compared here) or a proxy (`RemoteObject`, an instance of a mirror
   class that has the remote class's name and exception bases, so ``pytest.raises(confkit.ParseError)`` and
@@ -45,11 +45,11 @@ from typing import Any
 
 import pytest
 
-from comprl.envs import swe_remote
-from comprl.envs.swe_remote import LOCAL_OPERATIONS, Channel, SharedContainers, WireError, decode, encode, global_name
-from comprl.envs.swe_sandbox import Sandbox, SandboxConfig, SandboxedProcess
+from comprl.envs.swe import remote
+from comprl.envs.swe.remote import LOCAL_OPERATIONS, Channel, SharedContainers, WireError, decode, encode, global_name
+from comprl.envs.swe.sandbox import Sandbox, SandboxConfig, SandboxedProcess
 
-SERVER_SOURCE = Path(swe_remote.__file__).read_text() + "\nserve()\n"
+SERVER_SOURCE = Path(remote.__file__).read_text() + "\nserve()\n"
 """What the process under test runs (``python -I -c``): the wire module, then its server loop."""
 MAX_RESTARTS = 20
 """Restarts of the process under test in one grading run (after a hang or crash) before every request fails."""

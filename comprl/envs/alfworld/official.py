@@ -5,14 +5,14 @@ does not, only using it does.
 
 `AlfWorldOfficialEnv` plays the games of the official ALFWorld data set (downloaded elsewhere with
 ``alfworld-download``; the folder is the ``data_dir`` argument or the ``ALFWORLD_DATA`` environment variable)
-through alfworld's TextWorld PDDL engine, with the conventions of `comprl.envs.alfworld.AlfWorldTextEnv`:
+through alfworld's TextWorld PDDL engine, with the conventions of `comprl.envs.alfworld.env.AlfWorldTextEnv`:
 text in and out, ``<answer>command</answer>`` replies, ``info["admissible_actions"]`` from the engine's
 admissible commands, +1 on the winning command, -1 on the step that truncates an unsolved episode, and
 ``max_turns`` 40 by default. Layout read (the one ``alfworld-download`` writes)::
 
     $ALFWORLD_DATA/json_2.1.1/{train,valid_seen,valid_unseen}/<task>-.../<trial>/{traj_data.json,game.tw-pddl}
 
-`export_pddl_game` writes one of comprl's generated scenes (`comprl.envs.alfworld_scenes`) as such a game
+`export_pddl_game` writes one of comprl's generated scenes (`comprl.envs.alfworld.scenes`) as such a game
 folder, so the real engine can play exactly the room our simulator plays; ``tests/test_alfworld_official.py``
 uses it to check the two engines against each other. `expert_plan` is a short solving command sequence for a
 scene, stored as the game's walkthrough.
@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from comprl.envs.alfworld import DEFAULT_MAX_TURNS, TREATMENT_APPLIANCES, AlfWorldTextEnv
-from comprl.envs.alfworld_scenes import (
+from comprl.envs.alfworld.env import DEFAULT_MAX_TURNS, TREATMENT_APPLIANCES, AlfWorldTextEnv
+from comprl.envs.alfworld.scenes import (
     LAMP,
     OBJECT_TYPES,
     RECEPTACLE_TYPES,

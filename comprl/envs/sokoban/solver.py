@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from comprl.envs.sokoban_puzzle import MOVES, Room, Square, State, push_or_move, shifted
+from comprl.envs.sokoban.puzzle import MOVES, Room, Square, State, push_or_move, shifted
 
 
 def live_squares(room: Room) -> frozenset[Square]:

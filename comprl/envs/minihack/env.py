@@ -48,7 +48,7 @@ except ImportError as error:
     ) from error
 
 from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN, DEFAULT_MAX_TURNS, GameStep, TextEnv
-from comprl.envs.minihack_text import message_text, render_screen
+from comprl.envs.minihack.text import message_text, render_screen
 
 DIRECTIONS: Mapping[str, nethack.CompassDirection] = MappingProxyType(
     {

@@ -1,7 +1,7 @@
 """WebShop-small as a comprl text environment: shop a 1,000-product store by searching and clicking.
 
 ``comprl/WebShop-Small-v0`` plays a goal from the shipped catalogue (``data/webshop/``, made by
-`comprl.envs.webshop_catalogue`): the first page shows an instruction such as "i need a long lasting vegan
+`comprl.envs.webshop.catalogue`): the first page shows an instruction such as "i need a long lasting vegan
 lipstick in red, and price lower than 30.00 dollars"; the agent searches, pages through the results, opens a
 product, picks its options and clicks Buy Now, which ends the episode.
 
@@ -80,7 +80,7 @@ from comprl.envs.base import (
     extract_answer,
     seed_split,
 )
-from comprl.envs.webshop_catalogue import DATA_DIR, SIZE_GROUP, Catalogue, Goal, Product, load
+from comprl.envs.webshop.catalogue import DATA_DIR, SIZE_GROUP, Catalogue, Goal, Product, load
 
 DEFAULT_MAX_TURNS = 10
 """Actions per episode: the paper's code caps WebShop episodes at 10 steps."""

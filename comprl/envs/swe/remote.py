@@ -2,7 +2,7 @@
 
 SWE-lite grades a submission by running hidden pytest tests against it. If the tests ran in the same process as
 the submitted code, that code could patch pytest or forge its report (a reward hack). So the two never share a
-process: the tests run in a trusted pytest process (`comprl.envs.swe_grading`) that never imports the
+process: the tests run in a trusted pytest process (`comprl.envs.swe.grading`) that never imports the
 repository; the repository is imported by `serve`, in another process inside the sandbox, and every use the
 tests make of it (import, attribute, call, operator) is a request over a pipe. What comes back is either plain
 data, decoded by the trusted side into fresh built-in objects (so equality of plain values is decided by the

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from comprl.envs.sokoban_puzzle import MOVES, Room, Square, State, reverse_moves, shifted
-from comprl.envs.sokoban_solver import solve
+from comprl.envs.sokoban.puzzle import MOVES, Room, Square, State, reverse_moves, shifted
+from comprl.envs.sokoban.solver import solve
 
 WALK_STEPS_PER_SIDE = 1.7
 """Random-walk length of the topology step, per unit of height + width (gym-sokoban's value)."""

@@ -1,4 +1,4 @@
-"""Procedural ALFWorld-style household scenes and goals for `comprl.envs.alfworld`.
+"""Procedural ALFWorld-style household scenes and goals for `comprl.envs.alfworld.env`.
 
 A *floorplan* fixes a room type and its receptacles ("cabinet 1" ... "fridge 1"); a *scene* places numbered
 objects ("mug 1", "mug 2") on a floorplan's receptacles and sets one goal of a task type. Everything is drawn

@@ -3,7 +3,7 @@
 The catalogue ships in ``data/webshop/`` (``products.jsonl`` and ``goals.jsonl``); this module is how it was
 made and how it is read. Regenerate it with::
 
-    python -m comprl.envs.webshop_catalogue            # writes data/webshop/ from seed 233
+    python -m comprl.envs.webshop.catalogue            # writes data/webshop/ from seed 233
 
 Generation uses only ``random.Random`` (whose streams Python keeps stable), so the same seed gives the same
 bytes on every platform; a test checks that the shipped files equal a fresh generation.
@@ -43,7 +43,7 @@ GOALS_PER_PRODUCT = 2
 TEST_GOALS = 500
 """Size of the test split (the original's convention: the first 500 shuffled goals are the test goals)."""
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "webshop"
+DATA_DIR = Path(__file__).resolve().parents[3] / "data" / "webshop"
 """Where the shipped catalogue lives: ``data/webshop/`` at the repository root."""
 PRODUCTS_FILE = "products.jsonl"
 GOALS_FILE = "goals.jsonl"
@@ -977,7 +977,7 @@ def load(directory: Path = DATA_DIR) -> Catalogue:
         if not path.is_file():
             raise FileNotFoundError(
                 f"WebShop catalogue file {path} is missing; regenerate it with "
-                f"`python -m comprl.envs.webshop_catalogue --out {directory}`"
+                f"`python -m comprl.envs.webshop.catalogue --out {directory}`"
             )
     products_path, goals_path = paths
     with products_path.open(encoding="ascii") as file:

@@ -17,7 +17,7 @@ report functions make that decision; otherwise the same rules are applied here. 
 that contradict pytest's exit status are not trusted and grade as unresolved.
 
 Unlike SWE-bench, the tests and the submitted code never share a process (a hostile agent's code could patch
-pytest or forge its report): pytest runs outside the sandbox with `comprl.envs.swe_grading`, which imports
+pytest or forge its report): pytest runs outside the sandbox with `comprl.envs.swe.grading`, which imports
 the submitted repository only in a sandboxed process of its own and records the outcomes itself. The
 submitted tree is copied first without following links, special files (FIFOs, sockets) left out.
 """
@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from comprl.envs.swe_sandbox import SandboxConfig, cap_output, remove_cgroups_of
+from comprl.envs.swe.sandbox import SandboxConfig, cap_output, remove_cgroups_of
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "swe_lite"
+DATA_DIR = Path(__file__).resolve().parents[3] / "data" / "swe_lite"
 """The shipped tasks: ``data/swe_lite/`` at the repository root."""
 SPLITS = ("train", "test")
 TEST_DIR = "tests"
@@ -275,7 +275,7 @@ def pytest_command(task: SweTask, settings: Path, tests: Path, shared: Path) -> 
     """The trusted grading run: isolated mode, no plugins or configuration but the grader's; the tests' temporary
     files (``tmp_path``) go under `shared`, which the process under test sees too."""
     return [
-        sys.executable, "-I", "-m", "pytest", "-p", "comprl.envs.swe_grading", "--swe-grading", str(settings),
+        sys.executable, "-I", "-m", "pytest", "-p", "comprl.envs.swe.grading", "--swe-grading", str(settings),
         "-rA", "-p", "no:cacheprovider", "--noconftest", "-c", os.devnull, "--rootdir", str(tests),
         "-o", "console_output_style=classic", "--basetemp", str(shared / "pytest"), *task.test_files,
     ]  # fmt: skip
@@ -283,7 +283,7 @@ def pytest_command(task: SweTask, settings: Path, tests: Path, shared: Path) -> 
 
 def grade_tree(task: SweTask, submitted: Path, scratch: Path, config: SandboxConfig | None = None) -> GradingReport:
     """Grade the repository in `submitted` (left untouched): copy it into `scratch` and run the task's tests
-    on it with the trusted grader (`comprl.envs.swe_grading`), then apply SWE-bench's rules."""
+    on it with the trusted grader (`comprl.envs.swe.grading`), then apply SWE-bench's rules."""
     tree, tests, shared = scratch / "graded", scratch / "tests", scratch / "shared"
     copy_tree(submitted, tree)
     write_test_files(task, tests)

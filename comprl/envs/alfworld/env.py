@@ -1,6 +1,6 @@
 """ALFWorld built in: a pure-Python household simulator with ALFWorld's commands, texts and six task types.
 
-``comprl/ALFWorld-v0`` plays a procedurally generated room (`comprl.envs.alfworld_scenes`): a kitchen,
+``comprl/ALFWorld-v0`` plays a procedurally generated room (`comprl.envs.alfworld.scenes`): a kitchen,
 bathroom, bedroom or living room with numbered receptacles and objects, and one goal. The first observation
 reads like ALFWorld's::
 
@@ -47,7 +47,7 @@ the env's generator. ``reset(options={"scene": Scene})`` plays a hand-built scen
 
 Deviations from ALFWorld (alfworld 0.4, TextWorld PDDL engine), all deliberate:
 
-- Scenes are synthetic (`comprl.envs.alfworld_scenes`), not the ALFRED floorplans and trajectories: room
+- Scenes are synthetic (`comprl.envs.alfworld.scenes`), not the ALFRED floorplans and trajectories: room
   layouts, object placement and goals are drawn from hand-written tables of plausible receptacles and
   objects. Out of distribution means unseen floorplans, as ``valid_unseen`` is unseen ALFRED scenes.
 - No slicing (no ``slice`` command, no sliced objects), no floor lamps, one desk lamp per bedroom and
@@ -56,7 +56,7 @@ Deviations from ALFWorld (alfworld 0.4, TextWorld PDDL engine), all deliberate:
   overview.
 - Episode cap: `max_turns` (default 40 for single-task training; the paper's multi-task runs use 30).
 
-`comprl.envs.alfworld_official` plays the official games (``ALFWORLD_DATA``, the ``alfworld`` extra) and exports
+`comprl.envs.alfworld.official` plays the official games (``ALFWORLD_DATA``, the ``alfworld`` extra) and exports
 these scenes as ALFWorld PDDL games; ``tests/test_alfworld_official.py`` checks, where the extra is installed,
 that the official engine and this simulator list the same admissible commands and agree on wins along random
 walks.
@@ -69,7 +69,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from comprl.envs.alfworld_scenes import (
+from comprl.envs.alfworld.scenes import (
     APPLIANCES,
     LAMP,
     OBJECT_TYPES,

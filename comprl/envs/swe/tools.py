@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from comprl.envs.swe_sandbox import WORKSPACE_MOUNT
+from comprl.envs.swe.sandbox import WORKSPACE_MOUNT
 
 TOOLS: Mapping[str, str] = {
     "bash": '{"command": "<shell command>"}: run it in the repository folder (no network; output and time are limited)',

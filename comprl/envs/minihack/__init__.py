@@ -1,0 +1,1 @@
+"""MiniHack tasks as text environments (Room, MazeWalk, KeyRoom, River): the env, its text rendering, and scripted solvers."""
