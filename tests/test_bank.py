@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from comprl.bank import BankLockedError, BankWriteError, Embedder, ExperienceBank, NewEntry, Write
+from comprl.bank.store import HNSW_OPTIONS
 
 DIM = 384
 
@@ -280,6 +281,35 @@ def test_hnsw_agrees_with_exact_search(embedder, monkeypatch):
         assert sum(fallbacks) == 10
         assert all(sorted(h.entry.id for h in hits) == rare for hits in found)
         assert top_ids(found) == top_ids(bank.search_vectors(queries[:10], k=5, task="rare", exact=True))
+
+
+def test_hnsw_search_quality_survives_reopening_the_file(tmp_path, embedder):
+    # The index's WITH (ef_search = ...) is not stored with it: a reopened bank searched with DuckDB's default
+    # breadth (64), and top-1 agreement here fell from ~1.0 to ~0.89 (from ~0.89 to 0.51 at 20,000 entries).
+    rng = np.random.default_rng(7)
+    n, n_queries = 3000, 200
+    vectors, queries = unit_vectors(rng, n), unit_vectors(rng, n_queries)
+    want = ((queries @ vectors.T).argmax(axis=1) + 1).tolist()  # ids start at 1
+
+    def top1_agreement(bank: ExperienceBank) -> float:
+        return float(np.mean([hits[0].entry.id == w for hits, w in zip(bank.search_vectors(queries, k=1), want)]))
+
+    def ef_search(bank: ExperienceBank) -> str | None:
+        return bank._db().execute("SELECT value FROM duckdb_settings() WHERE name = 'hnsw_ef_search'").fetchone()[0]
+
+    path = tmp_path / "bank.duckdb"
+    with ExperienceBank(path, embedder) as bank:
+        assert bank.vss_enabled
+        for start in range(0, n, 500):
+            bank.apply([add(f"v{i}") for i in range(start, start + 500)], step=0, task="t", embeddings=vectors[start : start + 500])
+        fresh = top1_agreement(bank)
+    assert fresh >= 0.97, fresh
+    with ExperienceBank(path, embedder) as bank:
+        reopened, setting = top1_agreement(bank), ef_search(bank)
+    assert reopened >= fresh - 0.02, (fresh, reopened)
+    assert f"ef_search = {setting}" in HNSW_OPTIONS, setting
+    with ExperienceBank(path, embedder, ef_search=512) as bank:  # an explicit override still wins
+        assert ef_search(bank) == "512"
 
 
 def test_bank_without_vss_searches_exactly(embedder):

@@ -83,7 +83,12 @@ OPERATION_COLUMNS: tuple[str, ...] = (
 )
 """Columns of :meth:`ExperienceBank.operations`; ``logged_at`` is wall-clock UTC."""
 
-HNSW_OPTIONS = "metric = 'cosine', M = 32, ef_search = 256"
+HNSW_EF_SEARCH = 256
+"""The index's search breadth. The index stores its graph but not its ``ef_search`` option (a reopened file
+would search with vss's default, 64), so every connection the bank opens also sets ``hnsw_ef_search`` to this,
+unless the bank's ``ef_search`` argument overrides it."""
+
+HNSW_OPTIONS = f"metric = 'cosine', M = 32, ef_search = {HNSW_EF_SEARCH}"
 """Index settings. On 2,000 random unit vectors in 384 dimensions inserted in batches, with 200 random queries,
 top-1 agreement with exact search was 100% with these, 99.0-99.5% with ef_search = 128 and 77% with the
 defaults (M = 16, ef_search = 64); latency is dominated by per-statement overhead, not by ef_search."""
@@ -366,7 +371,7 @@ class ExperienceBank:
     ``path=None`` keeps the database in memory. Reopening a file restores everything, including the HNSW index.
     Every method holds one re-entrant lock, so the bank can be shared by threads of one process; embedding runs
     outside the lock. ``capacity`` caps the number of live entries: the oldest live ones are evicted (FIFO).
-    ``ef_search`` overrides the index's search breadth for this session (see :data:`HNSW_OPTIONS`): with 20,000
+    ``ef_search`` overrides the index's search breadth (:data:`HNSW_EF_SEARCH`) for this session: with 20,000
     random 384-dim vectors, top-1 agreement with exact search was 91% at 256, 97.5% at 512 and 100% at 1024,
     while queries near a stored vector were all answered right at 256.
 
@@ -398,8 +403,9 @@ class ExperienceBank:
             why_not = _load_vss(self._con)
             if why_not is None:
                 self._con.execute("SET hnsw_enable_experimental_persistence = true")
-                if ef_search is not None:
-                    self._con.execute(f"SET hnsw_ef_search = {int(ef_search)}")
+                # always: the index's own ef_search option is not stored, so a reopened file would fall back to 64
+                breadth = HNSW_EF_SEARCH if ef_search is None else int(ef_search)
+                self._con.execute(f"SET hnsw_ef_search = {breadth}")
             elif use_vss:
                 warnings.warn(f"vss extension unavailable, using exact search: {why_not}", RuntimeWarning, stacklevel=2)
             self.vss_enabled = use_vss and why_not is None
