@@ -7,6 +7,8 @@ import os
 import socket
 import subprocess
 import sys
+import threading
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -449,3 +451,166 @@ def test_a_bank_held_by_another_process_is_a_clear_error_with_a_read_only_way_in
     assert f"comprl.widgets.BankExplorer('{path}')" in error
     assert titles == "TITLES ['Locked doors']"
     assert not Path(f"{path}.holder").exists(), "closing the bank removes its holder file"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Concurrency: readers share the bank, writers get it alone and go first
+# ---------------------------------------------------------------------------------------------------------------
+
+_WAIT = 20.0  # seconds an Event may take to be set before the test gives up (only ever reached on failure)
+
+
+class NoModel(Embedder):
+    """An embedder that never loads its model: these tests pass every embedding in."""
+
+    dim = DIM
+
+
+def _vector_of(title: str) -> np.ndarray:
+    """A fixed unit embedding per title, so that a search hit's score can be checked against its entry."""
+    return unit_vectors(np.random.default_rng(zlib.crc32(title.encode())), 1)[0]
+
+
+def _embedded(writes: list[Write]) -> np.ndarray:
+    vectors = [_vector_of(w.entry.title) for w in writes if w.entry is not None]
+    return np.array(vectors, dtype=np.float32).reshape(len(vectors), DIM)
+
+
+def test_concurrent_writers_and_readers_keep_the_bank_consistent(tmp_path):
+    """8 threads applying random valid batches and 8 searching at once: no error anywhere, every hit is an entry
+    as it was written (row and embedding agree: no torn read), and the live bank equals its replayed log."""
+    path = tmp_path / "bank.duckdb"
+    n_writers, n_readers, n_ops = 8, 8, 12
+    start = threading.Barrier(n_writers + n_readers, timeout=_WAIT)
+    hits_seen: list = []
+
+    with ExperienceBank(path, NoModel()) as bank:
+        bank.apply([add("seed")], step=0, task="t", embeddings=_embedded([add("seed")]))
+
+        def writer(w: int) -> None:
+            rng = np.random.default_rng(100 + w)
+            mine: list[int] = []  # this writer's live entries: only it targets them, so every batch is valid
+            start.wait()
+            for i in range(n_ops):
+                step = int(rng.integers(1, 6))
+                kind = rng.choice(["add", "update", "discard", "use", "none"]) if mine else "add"
+                if kind == "use":
+                    bank.record_uses(mine[:2], [bool(rng.integers(2))] * len(mine[:2]), step=step)
+                    continue
+                writes: list[Write] = []
+                if kind == "add":
+                    writes = [add(f"w{w}-{i}-{j}") for j in range(int(rng.integers(1, 4)))]
+                elif kind == "update":
+                    targets = tuple(mine.pop(int(rng.integers(len(mine)))) for _ in range(min(len(mine), 2)))
+                    writes = [Write("update", targets=targets, entry=NewEntry(f"w{w}-{i}-u", f"merges {targets}"))]
+                elif kind == "discard":
+                    writes = [Write("discard", targets=(mine.pop(0),))]
+                mine += bank.apply(writes, step=step, task=f"task{w % 2}", embeddings=_embedded(writes))
+
+        def reader(r: int) -> None:
+            rng = np.random.default_rng(200 + r)
+            start.wait()
+            for i in range(n_ops):
+                queries = unit_vectors(rng, int(rng.integers(1, 5)))
+                task = [None, "task0", "task1"][i % 3]
+                found = bank.search_vectors(queries, k=3, task=task, exact=bool(i % 2))
+                hits_seen.extend((query, task, hit) for query, hits in zip(queries, found) for hit in hits)
+                if i % 4 == 0:
+                    assert not bank.entries().empty and not bank.operations().empty
+
+        with ThreadPoolExecutor(n_writers + n_readers) as pool:
+            futures = [pool.submit(writer, w) for w in range(n_writers)]
+            futures += [pool.submit(reader, r) for r in range(n_readers)]
+            for future in futures:
+                future.result(timeout=120)
+
+        stored = bank.entries(include_deleted=True).set_index("id")
+        assert hits_seen, "the readers should have found entries"
+        for query, task, hit in hits_seen:
+            row = stored.loc[hit.entry.id]
+            assert (hit.entry.title, hit.entry.content, hit.entry.task) == (row["title"], row["content"], row["task"])
+            assert hit.entry.parents == row["parents"] and hit.entry.created_step == row["created_step"]
+            assert not hit.entry.deleted and (task is None or hit.entry.task == task)
+            assert hit.score == pytest.approx(float(_vector_of(hit.entry.title) @ query), abs=1e-4)
+        ops = bank.operations()
+        assert ops["seq"].tolist() == list(range(1, len(ops) + 1))
+        assert ops["batch"].is_monotonic_increasing
+        live = bank.entries()
+        pd.testing.assert_frame_equal(bank.at_step(int(ops["step"].max())), live)
+    with ExperienceBank(path, NoModel()) as bank:  # and all of it reached the file
+        pd.testing.assert_frame_equal(bank.entries(), live)
+
+
+class _Parked:
+    """Makes one chosen thread's search stop inside the bank's read section until released."""
+
+    def __init__(self, bank: ExperienceBank, monkeypatch) -> None:
+        self.inside, self.release = threading.Event(), threading.Event()
+        self.thread: int | None = None
+        by_id = bank._entries_by_id
+
+        def entries_by_id(ids):  # called by search_vectors while it holds the bank for reading
+            if threading.get_ident() == self.thread:
+                self.inside.set()
+                assert self.release.wait(_WAIT), "the parked search was never released"
+            return by_id(ids)
+
+        monkeypatch.setattr(bank, "_entries_by_id", entries_by_id)
+
+    def search(self, bank: ExperienceBank, vectors: np.ndarray) -> list:
+        self.thread = threading.get_ident()
+        return bank.search_vectors(vectors, k=1)
+
+
+def test_a_search_does_not_wait_for_another_search(monkeypatch):
+    rng = np.random.default_rng(8)
+    vectors = unit_vectors(rng, 4)
+    with ExperienceBank(None, NoModel()) as bank, ThreadPoolExecutor(2) as pool:
+        ids = bank.apply([add(f"v{i}") for i in range(4)], step=0, task="t", embeddings=vectors)
+        parked = _Parked(bank, monkeypatch)
+        first = pool.submit(parked.search, bank, vectors[:1])
+        try:
+            assert parked.inside.wait(_WAIT), "the first search never reached the read section"
+            second = pool.submit(bank.search_vectors, vectors[1:2], k=1)
+            second_done = threading.Event()
+            second.add_done_callback(lambda _: second_done.set())
+            # while the first search still holds its read, the second one runs to the end
+            assert second_done.wait(_WAIT), "a search waited for another search to finish"
+            assert not first.done()
+            assert top_ids(second.result()) == [[ids[1]]]
+        finally:
+            parked.release.set()
+        assert top_ids(first.result(timeout=_WAIT)) == [[ids[0]]]
+
+
+def test_a_waiting_write_goes_before_later_searches(monkeypatch):
+    rng = np.random.default_rng(9)
+    vectors = unit_vectors(rng, 3)
+    with ExperienceBank(None, NoModel()) as bank, ThreadPoolExecutor(3) as pool:
+        lock = bank._lock
+        (old,) = bank.apply([add("old")], step=0, task="t", embeddings=vectors[:1])
+        order: list[str] = []
+        log = bank._log
+        monkeypatch.setattr(bank, "_log", lambda ops, step: order.append("write") or log(ops, step))
+        parked = _Parked(bank, monkeypatch)
+        by_id = bank._entries_by_id
+        monkeypatch.setattr(bank, "_entries_by_id", lambda ids: order.append("read") or by_id(ids))
+
+        def waits(count: str) -> bool:
+            with lock._cond:
+                return lock._cond.wait_for(lambda: getattr(lock, count) == 1, timeout=_WAIT)
+
+        first = pool.submit(parked.search, bank, vectors[1:2])
+        try:
+            assert parked.inside.wait(_WAIT), "the first search never reached the read section"
+            write = pool.submit(bank.apply, [add("new")], step=1, task="t", embeddings=vectors[1:2])
+            assert waits("_waiting_writers"), "the write should wait for the search in progress"
+            later = pool.submit(bank.search_vectors, vectors[1:2], k=1)
+            assert waits("_waiting_readers"), "a search arriving after a waiting write should wait too"
+            assert not write.done() and not later.done() and order == ["read"]
+        finally:
+            parked.release.set()
+        (new,) = write.result(timeout=_WAIT)
+        assert top_ids(first.result(timeout=_WAIT)) == [[old]]  # it searched before the write
+        assert top_ids(later.result(timeout=_WAIT)) == [[new]]  # it searched after the write
+        assert order == ["read", "write", "read"]

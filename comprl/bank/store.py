@@ -344,6 +344,84 @@ def _check_writes(writes: Sequence[Write]) -> list[tuple[int, ...]]:
     return all_targets
 
 
+class _ReadWriteLock:
+    """A read/write lock that favours writers, re-entrant per thread.
+
+    Any number of threads may hold it for reading at once; a writer holds it alone. Once a writer waits, threads
+    that do not already hold it wait behind that writer, so a stream of searches cannot starve writes, and a search
+    never sees a write half done. A thread that holds it for writing may take it again either way; one that holds
+    it only for reading may read again (without waiting, even behind a waiting writer: that writer waits for it)
+    but not write, which would wait for itself (``RuntimeError``).
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._readers = 0  # threads holding a read
+        self._writer: int | None = None  # the thread holding the write, if any
+        self._waiting_writers = 0
+        self._waiting_readers = 0
+        self._held = threading.local()  # .reads: how deep this thread is in reads
+
+    def reading(self) -> bool:
+        """True if the calling thread holds a read and not the write."""
+        return getattr(self._held, "reads", 0) > 0 and self._writer != threading.get_ident()
+
+    def writing(self) -> bool:
+        """True if the calling thread holds the write."""
+        return self._writer == threading.get_ident()  # only this thread can set it to its own id
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        if self.writing():
+            yield
+            return
+        depth = getattr(self._held, "reads", 0)
+        if depth == 0:
+            with self._cond:
+                if self._writer is not None or self._waiting_writers:
+                    self._waiting_readers += 1
+                    self._cond.notify_all()  # lets a test observe the queue; nobody else waits on this
+                    try:
+                        self._cond.wait_for(lambda: self._writer is None and not self._waiting_writers)
+                    finally:
+                        self._waiting_readers -= 1
+                self._readers += 1
+        self._held.reads = depth + 1
+        try:
+            yield
+        finally:
+            self._held.reads = depth
+            if depth == 0:
+                with self._cond:
+                    self._readers -= 1
+                    if not self._readers:
+                        self._cond.notify_all()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        if self.writing():
+            yield
+            return
+        if getattr(self._held, "reads", 0):
+            raise RuntimeError("a thread reading the experience bank cannot write to it before its read ends")
+        with self._cond:
+            self._waiting_writers += 1
+            self._cond.notify_all()
+            try:
+                self._cond.wait_for(lambda: self._writer is None and not self._readers)
+            finally:
+                self._waiting_writers -= 1
+                if self._writer is None and not self._waiting_writers:
+                    self._cond.notify_all()  # a writer giving up (interrupted) lets queued readers in
+            self._writer = threading.get_ident()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = None
+                self._cond.notify_all()
+
+
 def _table(rows: Sequence[Sequence[Any]]) -> pd.DataFrame:
     """Entry rows (in ``ENTRY_COLUMNS`` order) as a frame with fixed dtypes and ``parents`` as int tuples."""
     rows = [(*row[:8], tuple(int(p) for p in row[8]), bool(row[9]), row[10]) for row in rows]
@@ -369,8 +447,10 @@ class ExperienceBank:
     """Experience entries with embeddings, vector search and a replayable log, in one DuckDB database.
 
     ``path=None`` keeps the database in memory. Reopening a file restores everything, including the HNSW index.
-    Every method holds one re-entrant lock, so the bank can be shared by threads of one process; embedding runs
-    outside the lock. ``capacity`` caps the number of live entries: the oldest live ones are evicted (FIFO).
+    The bank can be shared by threads of one process: reads (search, :meth:`get`, :meth:`entries`,
+    :meth:`operations`, :meth:`at_step`, ``len``) run side by side, each thread on its own DuckDB cursor, while a
+    write (:meth:`apply`, :meth:`log_rejection`, :meth:`record_uses`, :meth:`close`) runs alone on the main
+    connection; a waiting write goes before reads that arrive after it. Embedding runs outside the lock. ``capacity`` caps the number of live entries: the oldest live ones are evicted (FIFO).
     ``ef_search`` overrides the index's search breadth (:data:`HNSW_EF_SEARCH`) for this session: with 20,000
     random 384-dim vectors, top-1 agreement with exact search was 91% at 256, 97.5% at 512 and 100% at 1024,
     while queries near a stored vector were all answered right at 256.
@@ -396,7 +476,13 @@ class ExperienceBank:
         self.embedder = embedder
         self.capacity = capacity
         self.dim = embedder.dim
-        self._lock = threading.RLock()
+        self._lock = _ReadWriteLock()
+        self._session: list[str] = []  # what every connection runs first: DuckDB keeps these per connection
+        self._cursors: dict[threading.Thread, duckdb.DuckDBPyConnection] = {}  # each reading thread's connection
+        self._cursors_guard = threading.Lock()
+        # One HNSW index statement at a time: concurrent index scans from several connections abort the process
+        # (seen with 8 reading threads on 2 cores; usearch keeps one search context per hardware thread).
+        self._index_guard = threading.Lock()
         self._con: duckdb.DuckDBPyConnection | None = duckdb.connect()
         try:
             # vss is loaded before the file is attached so that WAL replay can rebuild a persisted HNSW index.
@@ -405,7 +491,8 @@ class ExperienceBank:
                 self._con.execute("SET hnsw_enable_experimental_persistence = true")
                 # always: the index's own ef_search option is not stored, so a reopened file would fall back to 64
                 breadth = HNSW_EF_SEARCH if ef_search is None else int(ef_search)
-                self._con.execute(f"SET hnsw_ef_search = {breadth}")
+                self._session.append(f"SET hnsw_ef_search = {breadth}")
+                self._con.execute(self._session[-1])
             elif use_vss:
                 warnings.warn(f"vss extension unavailable, using exact search: {why_not}", RuntimeWarning, stacklevel=2)
             self.vss_enabled = use_vss and why_not is None
@@ -427,7 +514,8 @@ class ExperienceBank:
             if "Could not set lock" not in str(error):
                 raise
             raise _locked_error(path, str(error)) from error
-        self._db().execute("USE bank")
+        self._session.append("USE bank")
+        self._db().execute(self._session[-1])
 
     def _create_schema(self) -> None:
         con = self._db()
@@ -463,9 +551,26 @@ class ExperienceBank:
             con.execute(f"CREATE INDEX IF NOT EXISTS {_INDEX} ON entries USING HNSW (embedding) WITH ({HNSW_OPTIONS})")
 
     def _db(self) -> duckdb.DuckDBPyConnection:
+        """The connection for this thread: its own cursor inside a read, otherwise the main connection.
+
+        One DuckDB connection must not be used by two threads at once; a cursor is a second connection to the
+        same database, and DuckDB lets connections read side by side.
+        """
         if self._con is None:
             raise RuntimeError(f"experience bank {self.path or ':memory:'} is closed")
-        return self._con
+        if not self._lock.reading():
+            return self._con
+        me = threading.current_thread()
+        cursor = self._cursors.get(me)
+        if cursor is None:
+            with self._cursors_guard:  # no write runs (we hold a read), but other readers may make cursors
+                for thread in [t for t in self._cursors if not t.is_alive()]:
+                    self._cursors.pop(thread).close()
+                cursor = self._con.cursor()
+                for statement in self._session:
+                    cursor.execute(statement)
+                self._cursors[me] = cursor
+        return cursor
 
     @contextmanager
     def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -512,7 +617,7 @@ class ExperienceBank:
         targets = _check_writes(writes)
         texts = [w.entry.text for w in writes if w.entry is not None]
         vectors = self._vectors(texts, embeddings)
-        with self._lock:
+        with self._lock.write():
             con = self._db()
             self._check_targets(writes, targets)
             next_id = con.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM entries").fetchone()[0]
@@ -561,7 +666,7 @@ class ExperienceBank:
         if not isinstance(reason, str) or not reason:
             raise ValueError(f"reason must be a non-empty string, got {reason!r}")
         step = _checked_step(step)
-        with self._lock:
+        with self._lock.write():
             self._log([_Op("reject", task, origin, source, raw=raw, result=f"rejected:{reason}")], step)
 
     def record_uses(self, entry_ids: Sequence[int], successes: Sequence[bool], step: int) -> None:
@@ -583,7 +688,7 @@ class ExperienceBank:
             return
         step = _checked_step(step)
         frame = pd.DataFrame([(i, u, s) for i, (u, s) in counts.items()], columns=["id", "uses", "successes"])
-        with self._lock:
+        with self._lock.write():
             con = self._db()
             storable = [i for i in counts if i in _INT32]  # no other id can exist
             tasks = dict(con.execute(f"SELECT id, task FROM entries WHERE {_IN_IDS}", [storable]).fetchall())
@@ -687,7 +792,7 @@ class ExperienceBank:
         if task is not None and _unencodable(task):
             raise ValueError(f"task {task!r} has a lone surrogate; no bank entry can have such a task")
         found: list[list[tuple[int, float]]] = [[] for _ in range(len(vectors))]
-        with self._lock:
+        with self._lock.read():
             live, total = self._db().execute(
                 "SELECT COUNT(*) FILTER (WHERE NOT deleted AND (?::VARCHAR IS NULL OR task = ?)), COUNT(*) FROM entries",
                 [task, task],
@@ -722,7 +827,9 @@ class ExperienceBank:
             chunk = vectors[start : start + _QUERIES_PER_STATEMENT]
             sql = " UNION ALL ".join(f"SELECT {start + j} AS qi, * FROM ({one})" for j in range(len(chunk)))
             params = [p for vector in chunk for p in (vector.tolist(), pool, task, task, k)]
-            for qi, entry_id, distance in self._db().execute(sql, params).fetchall():
+            with self._index_guard:  # a single-query search waits for at most one chunk of another search
+                rows = self._db().execute(sql, params).fetchall()
+            for qi, entry_id, distance in rows:
                 found[qi].append((int(entry_id), float(distance)))
         return [sorted(hits, key=lambda hit: (hit[1], hit[0])) for hits in found]
 
@@ -755,7 +862,7 @@ class ExperienceBank:
 
     def get(self, entry_id: int) -> Entry:
         """The entry with this id, deleted or not."""
-        with self._lock:
+        with self._lock.read():
             row = self._db().execute(f"{_ENTRY_SQL} WHERE id = ?", [operator.index(entry_id)]).fetchone()
         if row is None:
             raise KeyError(f"no bank entry with id {entry_id}")
@@ -764,7 +871,7 @@ class ExperienceBank:
     def entries(self, include_deleted: bool = False) -> pd.DataFrame:
         """The current entries ordered by id (live ones only unless ``include_deleted``), without embeddings."""
         where = "" if include_deleted else " WHERE NOT deleted"
-        with self._lock:
+        with self._lock.read():
             rows = self._db().execute(f"{_ENTRY_SQL}{where} ORDER BY id").fetchall()
         return _table(rows)
 
@@ -774,7 +881,7 @@ class ExperienceBank:
         Same columns as :meth:`entries`. Log rows are replayed in order up to those of ``step``; if steps were
         logged out of order, a write never touches an entry that the replay has not created.
         """
-        with self._lock:
+        with self._lock.read():
             ops = self._db().execute(
                 """SELECT op, step, task, targets, entry_id, title, content, uses, successes FROM operations
                    WHERE step <= ? AND op IN ('add', 'update', 'discard', 'evict', 'use') ORDER BY seq""",
@@ -799,7 +906,7 @@ class ExperienceBank:
 
     def operations(self) -> pd.DataFrame:
         """The whole operations log ordered by ``seq``; ``targets`` as int tuples (None where not applicable)."""
-        with self._lock:
+        with self._lock.read():
             frame = self._db().execute("SELECT " + ", ".join(OPERATION_COLUMNS) + " FROM operations ORDER BY seq").df()
         frame["targets"] = [
             tuple(int(x) for x in t) if isinstance(t, (list, np.ndarray)) else None for t in frame["targets"]
@@ -813,7 +920,8 @@ class ExperienceBank:
         live at both with different use counts (rows as at b, plus ``uses_before`` and ``successes_before``);
         contents never change in place, since an update makes a new entry.
         """
-        before, after = self.at_step(step_a), self.at_step(step_b)
+        with self._lock.read():  # both from the same log
+            before, after = self.at_step(step_a), self.at_step(step_b)
         added = after[~after["id"].isin(before["id"])].reset_index(drop=True)
         removed = before[~before["id"].isin(after["id"])].reset_index(drop=True)
         both = after.merge(before[["id", "uses", "successes"]], on="id", suffixes=("", "_before"))
@@ -821,7 +929,7 @@ class ExperienceBank:
         return {"added": added, "removed": removed, "changed": changed.reset_index(drop=True)}
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._lock.read():
             return int(self._db().execute("SELECT COUNT(*) FROM entries WHERE NOT deleted").fetchone()[0])
 
     def __repr__(self) -> str:
@@ -834,8 +942,12 @@ class ExperienceBank:
     def close(self) -> None:
         """Write everything to the file (a checkpoint, which also stores the HNSW index), close it, delete the note
         in ``<path>.holder``."""
-        with self._lock:
+        with self._lock.write():
             if self._con is not None:
+                with self._cursors_guard:
+                    for cursor in self._cursors.values():
+                        cursor.close()
+                    self._cursors.clear()
                 self._con.close()
                 self._con = None
                 if self.path is not None:
