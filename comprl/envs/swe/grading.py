@@ -39,7 +39,6 @@ import sys
 import time
 import types
 from collections.abc import Mapping
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -82,13 +81,18 @@ class Remote:
         self.process: SandboxedProcess | None = None
         self.channel: Channel | None = None
         self.deadline = 0.0
-        self.proxies: dict[int, Any] = {}
-        self.classes: dict[int, type] = {}
         self.mirrors: dict[tuple[str, str], type] = {}
         self.locals: dict[int, Any] = {}
         self.local_numbers: dict[int, int] = {}
         self.stranger = _Stranger()
+        self._forget_process()
+
+    def _forget_process(self) -> None:
+        """Drop what only meant something to the process under test that is gone: its handles and containers."""
+        self.proxies: dict[int, Any] = {}
+        self.classes: dict[int, type] = {}
         self.shared = SharedContainers("t")
+        self.shared.encode = self.encode
 
     # ---- the process --------------------------------------------------------------------------------------
 
@@ -104,12 +108,9 @@ class Remote:
                 stderr=stderr,
             )
         popen = self.process.popen
-        self.shared = SharedContainers("t")
-        self.shared.encode = self.encode
+        self._forget_process()
         self.channel = Channel(popen.stdout.fileno(), popen.stdin.fileno(), self._serve, self._wait, self.shared, self.decode)
         self.generation += 1
-        self.proxies.clear()
-        self.classes.clear()
 
     def _wait(self, fd: int) -> None:
         remaining = self.deadline - time.monotonic()
@@ -501,8 +502,7 @@ class Recorder:
     """Connects the tests to the process under test, and records their outcomes as pytest reports them."""
 
     def __init__(self, settings: dict) -> None:
-        known = {field.name for field in fields(SandboxConfig)}
-        sandbox = SandboxConfig(**{key: value for key, value in settings["sandbox"].items() if key in known})
+        sandbox = SandboxConfig(**settings["sandbox"])  # written by grade_tree from a SandboxConfig
         binds = tuple(Path(folder) for folder in settings["binds"])
         self.remote = Remote(Path(settings["tree"]), sandbox, binds, Path(settings["stderr"]))
         self.results = Path(settings["results"])

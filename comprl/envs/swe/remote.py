@@ -94,10 +94,7 @@ class SharedContainers:
         if known is None or type(known) is not type(value):
             self.objects[key], self.keys[id(value)] = value, key
             known = value
-        elif type(known) is dict:
-            known.clear()
-            known.update(value)
-        elif type(known) is set:
+        elif type(known) in (dict, set):
             known.clear()
             known.update(value)
         else:

@@ -212,8 +212,8 @@ class CommandCgroup:
                 if folder not in self.folders:
                     folder.mkdir()
                     self.folders[folder] = v2
-                if v2 and controller == "memory":
-                    (folder / "memory.swap.max").exists() and (folder / "memory.swap.max").write_text("0")
+                if v2 and controller == "memory" and (folder / "memory.swap.max").exists():
+                    (folder / "memory.swap.max").write_text("0")
                 (folder / _CGROUP_LIMITS[controller][v2]).write_text(str(limits[controller]))
         except OSError as error:
             self.remove()
@@ -277,13 +277,17 @@ def remove_cgroups_of(pid: int) -> None:
             _remove_cgroup(folder)
 
 
+_MOUNT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+"""The environment of ``mount`` and ``umount`` (found where the system keeps them, not on the caller's PATH)."""
+
+
 def mount_quota(folder: Path, size_mb: int) -> None:
     """Mount a tmpfs of `size_mb` on `folder`: whatever is written below it cannot exceed that size."""
     result = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0755,nosuid,nodev", "comprl-workspace", str(folder)],
         capture_output=True,
         text=True,
-        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+        env=_MOUNT_ENV,
     )
     if result.returncode != 0:
         raise SandboxUnavailable(
@@ -294,7 +298,7 @@ def mount_quota(folder: Path, size_mb: int) -> None:
 
 def unmount_quota(folder: Path) -> None:
     """Undo `mount_quota` (lazily, so a process still holding a file there cannot block it)."""
-    subprocess.run(["umount", "-l", str(folder)], capture_output=True, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    subprocess.run(["umount", "-l", str(folder)], capture_output=True, env=_MOUNT_ENV)
 
 
 @lru_cache(maxsize=1)
@@ -365,7 +369,7 @@ class Sandbox:
         self.binds = tuple(Path(folder).resolve() for folder in binds)
         self._bwrap = bwrap_path()
         if self.config.episode_limits:
-            check_episode_limits()
+            cgroup_parents()  # the cgroups each command needs; the workspace's tmpfs is its owner's concern
 
     def _arguments(self) -> list[str]:
         arguments = [self._bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
