@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from comprl.bank import Embedder, ExperienceBank, NewEntry, Write
+from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
 
 DIM, ENTRIES, WRITERS, READERS, OPS = 384, 2000, 8, 8, 25
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from comprl.bank import Embedder, ExperienceBank, NewEntry, Write
+from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
 
 INSERT_BATCH = 2000
 

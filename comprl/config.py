@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from comprl.envs import ENV_IDS
-from comprl.rollout import RolloutConfig
-from comprl.trainers.actor import ActorConfig
-from comprl.trainers.extractor import ExtractorConfig
+from comprl.llm.engine import SamplingParams
+from comprl.objectives import AGGREGATIONS
 
 METHODS: tuple[str, ...] = ("baseline", "comp_rl", "static", "exp_only")
 """The paper's experiment variants, all one loop configured differently:
@@ -28,6 +27,124 @@ TRAINS_ACTOR = {"baseline": True, "comp_rl": True, "static": True, "exp_only": F
 TRAINS_EXTRACTOR = {"baseline": False, "comp_rl": True, "static": False, "exp_only": True}
 
 
+EXTRACTOR_STYLES: tuple[str, ...] = ("json", "lines", "note")
+"""Answer formats of the extractor (:mod:`comprl.experience.prompts`): the paper's JSON operation list, one compact
+line per operation, or one plain-text lesson per call (for models too small to follow either grammar)."""
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """How episodes are played."""
+
+    max_new_tokens: int = 48
+    """Tokens the actor may write per turn."""
+    temperature: float = 1.0
+    """The actor's sampling temperature (paper: ~1.0); 0 = greedy. The one source of it: every trajectory records
+    the temperature of its log-probs (:attr:`Trajectory.temperature`) and the actor trainer scores it there."""
+    response_prefix: str = ""
+    """Text placed at the start of every reply as context (e.g. ``"<answer>"`` makes a small model answer in the
+    expected format); it is not trained on and the env receives ``response_prefix + reply``."""
+    stop: tuple[str, ...] = ("</answer>",)
+    """Strings that end a reply."""
+    max_context_tokens: int = 8192
+    """An episode whose sequence would outgrow this is truncated (counted in ``Trajectory.truncated``) through the
+    env's own truncation step, so it earns the env's truncation reward (ALFWorld: -1; SWE-lite grades the work)."""
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"rollout temperature={self.temperature!r}: accepted: >= 0 (0 = greedy decoding)")
+
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, stop=self.stop)
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Optimisation settings common to both learners."""
+
+    learning_rate: float = 1e-6
+    """AdamW learning rate, constant. Paper: 1e-6 for both models (full fine-tune)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    aggregation: str = "token-mean"
+    """Loss aggregation over tokens: "token-mean" (paper) or "seq-mean-token-mean" (official code)."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip before each optimiser step."""
+    update_epochs: int = 1
+    """Optimiser steps per batch (each over the whole batch). 1 = on-policy."""
+    micro_batch_size: int = 2
+    """Sequences per forward/backward pass (gradient accumulation across micro-batches)."""
+    lora_rank: int = 0
+    """LoRA rank through peft; 0 = full fine-tune."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator (effective scale alpha / rank)."""
+
+    def __post_init__(self) -> None:
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation={self.aggregation!r}; accepted: {', '.join(AGGREGATIONS)}")
+        if self.micro_batch_size < 1 or self.update_epochs < 1:
+            raise ValueError("micro_batch_size and update_epochs must be >= 1")
+
+
+
+@dataclass(frozen=True)
+class ActorConfig(OptimConfig):
+    """Optimisation settings of the actor (GRPO)."""
+
+    clip_eps: float = 0.2
+    """PPO/GRPO clip range epsilon. Paper: 0.2."""
+    scale_adv_by_std: bool = True
+    """Divide advantages by the std of their half-group (paper Eq. 5); False = subtract the mean only (official code)."""
+
+
+@dataclass(frozen=True)
+class ExtractorConfig(OptimConfig):
+    """The extractor: which model, how it writes, and how it is trained (CISPO)."""
+
+    model: str = "smollm2-135m"
+    """Extractor model (separate weights from the actor). Paper: Qwen3-4B-Thinking-2507."""
+    style: str = "json"
+    """Answer format (:data:`EXTRACTOR_STYLES`): "json" (the paper's operation list), "lines" (one compact
+    line per op) or "note" (one plain-text lesson per call, for models too small to follow either grammar)."""
+    max_new_tokens: int = 512
+    """Tokens the extractor may write per call (its reasoning and the answer)."""
+    response_prefix: str = ""
+    """Text pre-filled at the start of every reply (e.g. "<answer>" to skip the reasoning of a tiny model)."""
+    temperature: float = 1.0
+    """The extractor's sampling temperature (0 = greedy); its trainer recomputes log-probs under it (at 1 for
+    greedy), so this one field keeps the extractor on-policy. Default 1.0, like the paper's rollouts (~1.0)."""
+    eps_low: float = 0.1
+    """CISPO lower clip: importance weights are at least 1 - eps_low. Paper: 0.1."""
+    eps_high: float = 0.1
+    """CISPO upper clip: importance weights are at most 1 + eps_high. Paper: 0.1."""
+    buffer_size: int = 64
+    """Train once this many samples have a reward. Paper: 64."""
+    max_pending_steps: int = 20
+    """A sample whose entries no guided trajectory has used within this many actor steps is dropped."""
+    invalid_reward: float | None = None
+    """Reward of an output the validator rejected. None (paper): such outputs get no reward and are never
+    trained on; a number (e.g. -1.0) makes them samples at once, which teaches a small model the format."""
+    distill_per_step: int = 0
+    """Trajectories distilled per actor step, chosen at random with the run's seed; 0 = all of them (paper)."""
+    merge_every: int = 5
+    """Run the merge pass over the bank every this many actor steps (paper: 5); 0 = never."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.style not in EXTRACTOR_STYLES:
+            raise ValueError(f"extractor style={self.style!r}; accepted: {', '.join(EXTRACTOR_STYLES)}")
+        if self.buffer_size < 1:
+            raise ValueError(f"extractor buffer_size={self.buffer_size!r}: must be >= 1")
+        if self.temperature < 0:
+            raise ValueError(f"extractor temperature={self.temperature!r}: accepted: >= 0 (0 = greedy decoding)")
+
+
+RERANKINGS: tuple[str, ...] = ("official", "batch")
+"""How retrieval picks the shown entry among the nearest candidates (:class:`BankConfig`, ``rerank``)."""
+SEARCH_INDEXES: tuple[str, ...] = ("memory", "hnsw", "exact")
+"""Where the manager's searches run (:class:`BankConfig`, ``index``)."""
+
+
 @dataclass(frozen=True)
 class BankConfig:
     """The experience bank and how the actor queries it."""
@@ -37,14 +154,112 @@ class BankConfig:
     capacity: int = 20_000
     """Live entries kept; the oldest are evicted first beyond this (official code: 20,000)."""
     candidates: int = 16
-    """Nearest entries the diversity re-ranking chooses the shown one from; one entry is shown per guided
-    episode (paper: top-1; official code oversamples 16 candidates per shown entry)."""
+    """Nearest entries the re-ranking chooses the shown one from (official code: fetch 1 x multiplier 16)."""
     diversity_lambda: float = 0.4
-    """Re-ranking: score = similarity - lambda * log(1 + uses) - 1[already shown in this batch] (paper: 0.4)."""
+    """Weight of the popularity penalty lambda * log(1 + uses) in the re-ranking (paper: 0.4)."""
+    rerank: str = "official"
+    """``"official"`` (official code): score = -rank position - lambda*log1p(uses) - 1[retrieved within the last
+    ``recent_seconds``], and a recently retrieved top-1 moves to the end with probability ``dropout``.
+    ``"batch"`` (comprl <= 0.1): score = cosine similarity - lambda*log1p(uses) - 1[already shown to an earlier
+    query of the same batch]. Evaluation searches (``record=False``) use neither recency nor dropout, so what an
+    evaluation episode sees does not depend on how evaluation episodes are chunked or timed."""
+    recent_seconds: float = 300.0
+    """The "recently retrieved" window of the official re-ranking (official code: 300 s)."""
+    dropout: float = 0.5
+    """Probability that a recently retrieved top-1 is moved to the end of the ranking (official code: 0.5)."""
+    per_instance: bool = True
+    """The K/2 guided rollouts of one task instance see one retrieved entry (the paper's wording); False = one
+    retrieval per guided rollout (each re-ranked after the previous one)."""
+    exclude_own_seed: bool = False
+    """Never show an instance an entry distilled from an episode of the same seed (a guard against the bank
+    memorising answers to the exact instance; off in the paper and the official code)."""
+    index: str = "memory"
+    """The manager's search path: ``"memory"``, an exact in-memory index (numpy inner products) kept in step with
+    the DuckDB file (``benchmarks/bank_search.py``: the fastest exact path at the official 20k cap); ``"hnsw"``,
+    DuckDB's vss HNSW index; ``"exact"``, brute-force SQL. DuckDB stays the store of record either way."""
     use_vss: bool = True
-    """Search through DuckDB's vss HNSW index; False = exact cosine search."""
+    """Build DuckDB's vss HNSW index in the bank file (for SQL users and ``index="hnsw"``)."""
     init_from: str | None = None
     """Start from a copy of this bank file (e.g. an earlier run's ``bank.duckdb``) instead of an empty bank."""
+
+    def __post_init__(self) -> None:
+        if self.rerank not in RERANKINGS:
+            raise ValueError(f"bank rerank={self.rerank!r}; accepted: {', '.join(RERANKINGS)}")
+        if self.index not in SEARCH_INDEXES:
+            raise ValueError(f"bank index={self.index!r}; accepted: {', '.join(SEARCH_INDEXES)}")
+        if self.index == "hnsw" and not self.use_vss:
+            raise ValueError("bank index='hnsw' needs use_vss=True (the HNSW index lives in DuckDB's vss extension)")
+        if not 0.0 <= self.dropout <= 1.0:
+            raise ValueError(f"bank dropout={self.dropout!r}; accepted: a probability in [0, 1]")
+        if self.candidates < 1 or self.capacity < 1:
+            raise ValueError("bank candidates and capacity must be >= 1")
+
+
+MODES: tuple[str, ...] = ("sync", "async")
+"""How the experience manager is hosted (:class:`ExperienceConfig`, ``mode``)."""
+FENCES: tuple[str, ...] = ("none", "suspend", "flush")
+"""What the manager does with extractor work while the actor updates its weights (``ExperienceConfig.fence``)."""
+
+
+@dataclass(frozen=True)
+class ExperienceConfig:
+    """The experience manager: the paper's background track (PAPER.md, "Experience manager")."""
+
+    mode: str = "sync"
+    """``"sync"``: in this process, each call done before it returns (the reference behaviour; distillation and
+    merge run between actor steps). ``"async"``: a Ray actor in its own process; distillation, merge and the
+    extractor's updates run in the background while the actor rolls out. The baseline method runs no manager
+    (``"none"`` in the latency analysis)."""
+    ray_address: str | None = None
+    """Ray cluster to join in async mode (``"auto"`` or ``"ray://host:10001"``); None starts Ray on this machine."""
+    manager_cores: tuple[int, ...] = ()
+    """CPU cores the async manager's process is pinned to, its torch threads set to their number (the laptop
+    analogue of the paper's separate GPUs); empty = no pinning."""
+    query_batch: int = 16
+    """Searches are embedded and run in batches of at most this many queries (paper: 16; official code: 32)."""
+    query_wait_ms: float = 1.0
+    """A batch is flushed at most this long after its first query arrived (paper: 1 ms; official code: 5 ms)."""
+    search_workers: int = 4
+    """Threads running batched searches in parallel, under the bank's read lock (paper and code: 4)."""
+    distill_batch: int = 16
+    """Episodes the extractor reads in one batched generation call."""
+    queue_size: int = 1024
+    """Distillation requests (episodes) held at most; the actor never waits for room (see ``on_full``)."""
+    on_full: str = "drop_oldest"
+    """When the queue is full: ``"drop_oldest"`` drops the oldest waiting episodes (counted as
+    ``manager_dropped``), ``"block"`` makes ``submit`` wait for room (counted as ``manager_blocked_seconds``)."""
+    fence: str = "suspend"
+    """Around the actor's update and weight sync: ``"suspend"`` pauses extractor work after its current batch
+    (official code), ``"flush"`` waits until every submitted episode is distilled (async then applies the same
+    writes as sync, in the same order), ``"none"`` keeps the extractor running."""
+    flush_timeout_s: float = 60.0
+    """Longest wait of a ``"flush"`` fence or of the warm-up gate (official code: 60 s)."""
+    warmup: int = 5
+    """The guided half waits (up to ``flush_timeout_s``, while distillation is in flight) until the task's bank
+    holds this many entries, and plays without experience if it still does not (official code: 5)."""
+    shutdown: str = "drain"
+    """What ``close`` does with episodes still queued: ``"drain"`` distils them, ``"persist"`` writes them next to
+    the bank (``<bank>.queue.jsonl``) for a resumed run to pick up."""
+    search_and_ask: bool = False
+    """The actor may query the bank mid-episode inside a tag; the extractor rewrites the best entry for the query
+    (paper: an optional tool, off in the main runs)."""
+    search_and_ask_uses: int = 2
+    """At most this many search_and_ask answers per episode (paper: 2)."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"experience mode={self.mode!r}; accepted: {', '.join(MODES)} (the baseline method runs none)")
+        if self.fence not in FENCES:
+            raise ValueError(f"experience fence={self.fence!r}; accepted: {', '.join(FENCES)}")
+        if self.on_full not in ("drop_oldest", "block"):
+            raise ValueError(f"experience on_full={self.on_full!r}; accepted: drop_oldest, block")
+        if self.shutdown not in ("drain", "persist"):
+            raise ValueError(f"experience shutdown={self.shutdown!r}; accepted: drain, persist")
+        for name in ("query_batch", "search_workers", "distill_batch", "queue_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"experience {name}={getattr(self, name)!r}: must be >= 1")
+        if self.query_wait_ms < 0 or self.warmup < 0 or self.search_and_ask_uses < 0:
+            raise ValueError("experience query_wait_ms, warmup and search_and_ask_uses must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -76,7 +291,7 @@ class ExperimentConfig:
     """``cpu``, ``cuda`` or ``auto`` (cuda when available)."""
     dtype: str = "float32"
     """Parameter dtype: ``float32`` (CPU) or ``bfloat16`` (GPU). In low precision the trainers keep fp32 master
-    copies of the weights they fully fine-tune (:class:`~comprl.trainers.policy.PolicyTrainer`)."""
+    copies of the weights they fully fine-tune (:class:`~comprl.policy.PolicyTrainer`)."""
     requires_gpu: bool = False
     """Refuse to run without CUDA (the ``paper`` profile)."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -87,6 +302,8 @@ class ExperimentConfig:
     """The experience extractor (unused by ``baseline``)."""
     bank: BankConfig = field(default_factory=BankConfig)
     """The experience bank (unused by ``baseline``)."""
+    experience: ExperienceConfig = field(default_factory=ExperienceConfig)
+    """The experience manager that hosts bank and extractor (unused by ``baseline``)."""
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -124,6 +341,8 @@ class ExperimentConfig:
         data["actor"] = ActorConfig(**{k: v for k, v in data.get("actor", {}).items() if k != "temperature"})
         data["extractor"] = ExtractorConfig(**data.get("extractor", {}))
         data["bank"] = BankConfig(**data.get("bank", {}))
+        experience = data.get("experience", {})
+        data["experience"] = ExperienceConfig(**{**experience, "manager_cores": tuple(experience.get("manager_cores", ()))})
         return cls(**data)
 
     @property
@@ -192,7 +411,7 @@ PROFILES: dict[str, ExperimentConfig] = {
 }
 
 
-NESTED = ("rollout", "actor", "extractor", "bank")
+NESTED = ("rollout", "actor", "extractor", "bank", "experience")
 """Fields of :class:`ExperimentConfig` that are configs themselves (overridden as ``"actor.learning_rate"``)."""
 
 MOVED = {"actor.temperature": "rollout.temperature"}

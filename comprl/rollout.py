@@ -14,39 +14,16 @@ import gymnasium as gym
 from tqdm.auto import tqdm
 
 from comprl.chat import ChatFormat
-from comprl.llm.engine import GenerationEngine, SamplingParams
+from comprl.config import RolloutConfig
+from comprl.experience.episode import Episode
+from comprl.llm.engine import GenerationEngine
+from comprl.policy import PackedSequence
 
 EXPERIENCE_HEADING = "## Experience from earlier episodes"
 
 
-@dataclass(frozen=True)
-class RolloutConfig:
-    """How episodes are played."""
-
-    max_new_tokens: int = 48
-    """Tokens the actor may write per turn."""
-    temperature: float = 1.0
-    """The actor's sampling temperature (paper: ~1.0); 0 = greedy. The one source of it: every trajectory records
-    the temperature of its log-probs (:attr:`Trajectory.temperature`) and the actor trainer scores it there."""
-    response_prefix: str = ""
-    """Text placed at the start of every reply as context (e.g. ``"<answer>"`` makes a small model answer in the
-    expected format); it is not trained on and the env receives ``response_prefix + reply``."""
-    stop: tuple[str, ...] = ("</answer>",)
-    """Strings that end a reply."""
-    max_context_tokens: int = 8192
-    """An episode whose sequence would outgrow this is truncated (counted in ``Trajectory.truncated``) through the
-    env's own truncation step, so it earns the env's truncation reward (ALFWorld: -1; SWE-lite grades the work)."""
-
-    def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ValueError(f"rollout temperature={self.temperature!r}: accepted: >= 0 (0 = greedy decoding)")
-
-    def sampling(self) -> SamplingParams:
-        return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, stop=self.stop)
-
-
 class Experience(Protocol):
-    """An experience entry as the actor sees it (``comprl.bank.Entry`` is one)."""
+    """An experience entry as the actor sees it (``comprl.experience.bank.Entry`` is one)."""
 
     id: int
     text: str
@@ -54,27 +31,6 @@ class Experience(Protocol):
 
 Retriever = Callable[[Sequence[str]], Sequence["Experience | None"]]
 """Maps one query per guided episode (its instruction and first observation) to an entry, or ``None``."""
-
-
-@dataclass(kw_only=True)
-class PackedSequence:
-    """A token sequence in which the model's own tokens are marked and carry their behaviour log-probs."""
-
-    token_ids: list[int] = field(default_factory=list)
-    action_mask: list[int] = field(default_factory=list)
-    """1 for tokens the model generated, 0 for context (prompt, observations, response prefix)."""
-    logprobs: list[float] = field(default_factory=list)
-    """Behaviour log-prob per token (0.0 on context tokens)."""
-
-    def extend(self, ids: Sequence[int], logprobs: Sequence[float] | None = None) -> None:
-        """Append context tokens (``logprobs is None``) or the model's own tokens with their log-probs."""
-        self.token_ids.extend(ids)
-        self.action_mask.extend([0 if logprobs is None else 1] * len(ids))
-        self.logprobs.extend([0.0] * len(ids) if logprobs is None else logprobs)
-
-    @property
-    def num_action_tokens(self) -> int:
-        return sum(self.action_mask)
 
 
 @dataclass
@@ -104,6 +60,13 @@ class Trajectory(PackedSequence):
     turns: int = 0
     invalid_actions: int = 0
     truncated: bool = False
+
+    def episode(self, step: int) -> Episode:
+        """What the experience side is told about it (:meth:`comprl.experience.ExperienceManager.submit`)."""
+        return Episode(
+            self.env_id, self.seed, step, self.index, self.instruction, tuple(self.messages), self.success,
+            self.guided, self.experience_ids,
+        )
 
 
 def system_prompt(instruction: str, experience: str | None = None) -> str:

@@ -23,7 +23,7 @@ import duckdb
 import ipywidgets as widgets
 import pandas as pd
 
-from comprl.bank import Embedder, ExperienceBank
+from comprl.experience.bank import Embedder, ExperienceBank
 from comprl.runs import Run
 
 ENTRY_TABLE_COLUMNS: tuple[str, ...] = (
@@ -255,7 +255,7 @@ class BankExplorer:
     def provenance(self, entry_id: int) -> dict[str, Any]:
         """Where an entry came from and what happened to it, from the operations log.
 
-        Keys: ``entry`` (the :class:`~comprl.bank.Entry`, with its use/success counts), ``created`` (the log row
+        Keys: ``entry`` (the :class:`~comprl.experience.bank.Entry`, with its use/success counts), ``created`` (the log row
         that wrote it: step, op, origin such as distill or merge, source trajectory, task, the extractor's raw
         output), ``parents`` (ids it replaced), ``ancestors`` (all earlier versions, nearest first), ``children``
         (entries that replaced it), ``removed`` (the log row that deleted it, or None), ``uses`` (per step) and

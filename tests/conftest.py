@@ -7,8 +7,8 @@ import torch
 
 from comprl.envs.swe.sandbox import SandboxUnavailable, bwrap_path, check_episode_limits
 from comprl.llm import HFEngine, load_model, token_logprobs
-from comprl.rollout import PackedSequence
-from comprl.trainers.policy import pad_batch
+from comprl.policy import PackedSequence
+from comprl.policy import pad_batch
 
 
 def _sandbox_problem() -> str:

@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from comprl.bank import BankLockedError, BankWriteError, Embedder, ExperienceBank, NewEntry, Write
-from comprl.bank.store import HNSW_OPTIONS
+from comprl.experience.bank import BankLockedError, BankWriteError, Embedder, ExperienceBank, NewEntry, Write
+from comprl.experience.bank.store import HNSW_OPTIONS
 
 DIM = 384
 
@@ -420,7 +420,7 @@ def test_lone_surrogates_in_logged_text_are_stored_escaped(embedder):
 
 _SECOND_PROCESS = """
 import sys
-from comprl.bank import Embedder, ExperienceBank
+from comprl.experience.bank import Embedder, ExperienceBank
 from comprl.widgets import BankExplorer
 
 class Sized(Embedder):

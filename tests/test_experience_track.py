@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from comprl.bank import Embedder, ExperienceBank, NewEntry, Write
+from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
 from comprl.envs import make
-from comprl.experience import ExperienceTrack
+from comprl.experience.track import ExperienceTrack
 from comprl.rollout import RolloutConfig, run_episodes
-from comprl.trainers.extractor import ExtractorConfig, ExtractorSample
+from comprl.experience.trainer import ExtractorConfig, ExtractorSample
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"
 
@@ -83,7 +83,7 @@ def test_distill_and_merge_with_a_real_model_account_for_every_reply(track, tiny
         tiny_engine, envs, [3, 3, 4], RolloutConfig(max_new_tokens=4), guided=[True, False, True], retrieve=track.retrieve
     )
     assert [len(t.experience_ids) for t in trajectories] == [1, 0, 1]
-    samples = track.distill(trajectories, step=1) + track.merge(step=1)
+    samples = track.distill([t.episode(1) for t in trajectories], step=1) + track.merge(step=1)
     assert [s.kind for s in samples] == ["distill"] * 3 + ["merge"]  # 6 live entries: chunks of 5 and 1 (skipped)
     for sample in samples:
         assert sample.num_action_tokens > 0 and len(sample.logprobs) == len(sample.token_ids)

@@ -8,9 +8,9 @@ from conftest import pack
 
 from comprl.llm import HFEngine, SamplingParams, load_model
 from comprl.llm.scoring import token_logprobs
-from comprl.rollout import Trajectory
-from comprl.trainers.extractor import ExtractorConfig, ExtractorSample, ExtractorTrainer
-from comprl.trainers.policy import pad_batch
+from comprl.experience.episode import Outcome
+from comprl.experience.trainer import ExtractorConfig, ExtractorSample, ExtractorTrainer
+from comprl.policy import pad_batch
 
 
 @pytest.fixture()
@@ -31,7 +31,7 @@ def _samples(engine, n, step=1, temperature=1.0):
 
 
 def _guided(entry_id, success):
-    return Trajectory("comprl/Room-Ultimate-5x5-v0", 0, 0, guided=True, experience_ids=(entry_id,), success=success)
+    return Outcome(entry_id, success)
 
 
 def test_rewards_are_the_mean_outcome_of_the_trajectories_that_used_the_entry(fresh):

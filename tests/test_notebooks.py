@@ -8,7 +8,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from comprl.bank import Embedder, ExperienceBank, NewEntry, Write
+from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
 from comprl.cli import main
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"

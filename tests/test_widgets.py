@@ -7,7 +7,7 @@ import hashlib
 import pandas as pd
 import pytest
 
-from comprl.bank import Embedder, ExperienceBank, NewEntry, Write
+from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
 from comprl.config import make_config
 from comprl.runs import Run
 from comprl.widgets import BankExplorer, LiveTrainingPlot

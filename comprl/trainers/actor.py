@@ -3,25 +3,15 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 from transformers import PreTrainedModel
 
 from comprl.objectives import grpo_policy_loss, split_group_advantages
+from comprl.config import ActorConfig
+from comprl.policy import PolicyTrainer
 from comprl.rollout import Trajectory
-from comprl.trainers.policy import OptimConfig, PolicyTrainer
-
-
-@dataclass(frozen=True)
-class ActorConfig(OptimConfig):
-    """Optimisation settings of the actor (GRPO)."""
-
-    clip_eps: float = 0.2
-    """PPO/GRPO clip range epsilon. Paper: 0.2."""
-    scale_adv_by_std: bool = True
-    """Divide advantages by the std of their half-group (paper Eq. 5); False = subtract the mean only (official code)."""
 
 
 class ActorTrainer(PolicyTrainer):

@@ -18,16 +18,17 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from comprl.bank import Embedder, ExperienceBank
+from comprl.experience.bank import Embedder, ExperienceBank
 from comprl.config import TRAINS_ACTOR, TRAINS_EXTRACTOR, ExperimentConfig
 from comprl.envs import make
 from comprl.envs.base import EVAL_SEED_OFFSET  # evaluation plays seeds EVAL_SEED_OFFSET + i
-from comprl.experience import ExperienceTrack
+from comprl.experience.episode import Outcome
+from comprl.experience.track import ExperienceTrack
 from comprl.llm import HFEngine, load_model
 from comprl.rollout import Retriever, Trajectory, run_episodes, summarize
 from comprl.runs import Run
 from comprl.trainers.actor import ActorTrainer
-from comprl.trainers.extractor import ExtractorTrainer
+from comprl.experience.trainer import ExtractorTrainer
 
 log = logging.getLogger(__name__)
 
@@ -190,12 +191,12 @@ def _experience_step(
         "guided_with_entry": float(len(used)),
     }
     if extractor is not None:
-        extractor.credit(trajectories, step)
+        extractor.credit([Outcome(t.experience_ids[0], t.success) for t in used], step)
         update = extractor.maybe_step()
         if update is not None:
             track.engine.sync_weights()
             metrics.update({f"extractor_{k}": v for k, v in update.items()})
-    samples = track.distill([trajectories[i] for i in distill_choice(config, step, len(trajectories))], step)
+    samples = track.distill([trajectories[i].episode(step) for i in distill_choice(config, step, len(trajectories))], step)
     if config.extractor.merge_every and step % config.extractor.merge_every == 0:
         samples += track.merge(step)
     if extractor is not None:

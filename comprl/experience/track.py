@@ -1,14 +1,14 @@
 """The experience track of one experiment: the extractor LLM reading trajectories and writing the bank.
 
-:class:`ExperienceTrack` ties together an extractor generation engine, an :class:`~comprl.bank.ExperienceBank`
-and the prompts/validation of :mod:`comprl.extractor`:
+:class:`ExperienceTrack` ties together an extractor generation engine, an :class:`~comprl.experience.bank.ExperienceBank`
+and the prompts/validation of :mod:`comprl.experience.prompts`:
 
 - ``retrieve`` answers the actor's guided episodes (one entry each, by cosine similarity within the task with
   the paper's diversity re-ranking);
 - ``distill`` prompts the extractor with finished trajectories and applies each valid answer atomically;
 - ``merge`` slides over the bank in chunks and lets the extractor merge, rewrite or discard entries.
 
-Every extractor call becomes an :class:`~comprl.trainers.extractor.ExtractorSample` carrying its prompt and reply
+Every extractor call becomes an :class:`~comprl.experience.trainer.ExtractorSample` carrying its prompt and reply
 tokens with behaviour log-probs, so the extractor trainer can learn from it later. Invalid answers are rejected
 whole, logged in the bank's operations log with their reason, and counted; the bank never sees half of one.
 """
@@ -21,10 +21,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from comprl.bank import BankWriteError, Entry, ExperienceBank, Hit
+from comprl.experience.bank import BankWriteError, Entry, ExperienceBank, Hit
 from comprl.chat import ChatFormat
-from comprl.config import BankConfig
-from comprl.extractor import (
+from comprl.config import BankConfig, ExtractorConfig
+from comprl.experience.prompts import (
     ExtractorFormat,
     distill_messages,
     merge_messages,
@@ -33,8 +33,8 @@ from comprl.extractor import (
     to_writes,
 )
 from comprl.llm.engine import GenerationEngine, SamplingParams
-from comprl.rollout import Trajectory
-from comprl.trainers.extractor import ExtractorConfig, ExtractorSample
+from comprl.experience.episode import Episode
+from comprl.experience.trainer import ExtractorSample
 
 
 @dataclass
@@ -113,17 +113,17 @@ class ExperienceTrack:
         penalty = self.retrieval.diversity_lambda * math.log1p(hit.entry.uses)
         return hit.score - penalty - (1.0 if hit.entry.id in shown else 0.0)
 
-    def distill(self, trajectories: Sequence[Trajectory], step: int) -> list[ExtractorSample]:
-        """Ask the extractor for operations on each trajectory and apply the valid answers."""
+    def distill(self, episodes: Sequence[Episode], step: int) -> list[ExtractorSample]:
+        """Ask the extractor for operations on each episode and apply the valid answers."""
         started = time.perf_counter()
-        used = [[self.bank.get(i) for i in t.experience_ids] for t in trajectories]
+        used = [[self.bank.get(i) for i in e.experience_ids] for e in episodes]
         prompts = [
-            distill_messages(t.instruction, t.success, t.messages, entries, self.format)
-            for t, entries in zip(trajectories, used)
+            distill_messages(e.instruction, e.success, list(e.messages), entries, self.format)
+            for e, entries in zip(episodes, used)
         ]
         samples = [
-            self.apply_output(sample, text, [e.id for e in entries], step, f"step{step}/episode{t.index}")
-            for t, entries, (sample, text) in zip(trajectories, used, self._generate(prompts, "distill", step))
+            self.apply_output(sample, text, [e.id for e in entries], step, episode.source)
+            for episode, entries, (sample, text) in zip(episodes, used, self._generate(prompts, "distill", step))
         ]
         self.stats.extraction_seconds += time.perf_counter() - started
         return samples

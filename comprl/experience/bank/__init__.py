@@ -5,8 +5,8 @@ answers nearest-neighbour queries (HNSW via the ``vss`` extension, or exact). :c
 vectors. Writes come as :class:`Write` batches that are applied whole or not at all.
 """
 
-from comprl.bank.embedder import DEFAULT_MODEL, Embedder
-from comprl.bank.store import (
+from comprl.experience.bank.embedder import DEFAULT_MODEL, Embedder
+from comprl.experience.bank.store import (
     BankLockedError,
     BankWriteError,
     Entry,

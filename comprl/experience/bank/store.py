@@ -46,7 +46,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from comprl.bank.embedder import Embedder
+from comprl.experience.bank.embedder import Embedder
 
 ENTRY_COLUMNS: tuple[str, ...] = (
     "id",

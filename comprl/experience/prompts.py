@@ -50,7 +50,7 @@ stripping surrounding whitespace (in the JSON style, after JSON decoding).
 Validation is all-or-nothing: one problem anywhere (see :data:`REJECTION_REASONS`) rejects the whole answer, and
 :class:`Parsed` then carries the reason and a readable detail but no operations, so the bank never sees half an
 answer. Parsing never raises on any input string. :func:`to_writes` turns a valid answer into the bank's
-:class:`~comprl.bank.store.Write` objects, mapping prompt indices [0], [1], ... to bank ids.
+:class:`~comprl.experience.bank.store.Write` objects, mapping prompt indices [0], [1], ... to bank ids.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping, Protocol, Sequence
 
-from comprl.bank.store import NewEntry, Write
+from comprl.config import EXTRACTOR_STYLES as STYLES
+from comprl.experience.bank.store import NewEntry, Write
 
 __all__ = [
     "STYLES",
@@ -79,7 +80,6 @@ __all__ = [
     "to_writes",
 ]
 
-STYLES: tuple[str, ...] = ("json", "lines", "note")
 """Answer styles: "json" (the paper's operation list), "lines" (one compact line per operation) and "note" (one
 plain-text lesson, for the smallest models)."""
 
@@ -172,7 +172,7 @@ class ExtractorFormat:
 
 
 class EntryLike(Protocol):
-    """What the prompts need of a bank entry (``comprl.bank.Entry`` is one)."""
+    """What the prompts need of a bank entry (``comprl.experience.bank.Entry`` is one)."""
 
     @property
     def title(self) -> str: ...

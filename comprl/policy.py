@@ -8,46 +8,38 @@ of :mod:`comprl.objectives` and in how advantages are computed.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
 from transformers import PreTrainedModel
 
 from comprl.llm.scoring import token_logprobs
-from comprl.objectives import AGGREGATIONS
-from comprl.rollout import PackedSequence
+from comprl.config import OptimConfig
+
+@dataclass(kw_only=True)
+class PackedSequence:
+    """A token sequence in which the model's own tokens are marked and carry their behaviour log-probs."""
+
+    token_ids: list[int] = field(default_factory=list)
+    action_mask: list[int] = field(default_factory=list)
+    """1 for tokens the model generated, 0 for context (prompt, observations, response prefix)."""
+    logprobs: list[float] = field(default_factory=list)
+    """Behaviour log-prob per token (0.0 on context tokens)."""
+
+    def extend(self, ids: Sequence[int], logprobs: Sequence[float] | None = None) -> None:
+        """Append context tokens (``logprobs is None``) or the model's own tokens with their log-probs."""
+        self.token_ids.extend(ids)
+        self.action_mask.extend([0 if logprobs is None else 1] * len(ids))
+        self.logprobs.extend([0.0] * len(ids) if logprobs is None else logprobs)
+
+    @property
+    def num_action_tokens(self) -> int:
+        return sum(self.action_mask)
+
 
 LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, dict[str, float]]]
 """(logprobs, old_logprobs, advantages, mask) -> (loss, stats with clip_fraction, ratio_mean, approx_kl)."""
-
-
-@dataclass(frozen=True)
-class OptimConfig:
-    """Optimisation settings common to both learners."""
-
-    learning_rate: float = 1e-6
-    """AdamW learning rate, constant. Paper: 1e-6 for both models (full fine-tune)."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    aggregation: str = "token-mean"
-    """Loss aggregation over tokens: "token-mean" (paper) or "seq-mean-token-mean" (official code)."""
-    max_grad_norm: float = 1.0
-    """Gradient-norm clip before each optimiser step."""
-    update_epochs: int = 1
-    """Optimiser steps per batch (each over the whole batch). 1 = on-policy."""
-    micro_batch_size: int = 2
-    """Sequences per forward/backward pass (gradient accumulation across micro-batches)."""
-    lora_rank: int = 0
-    """LoRA rank through peft; 0 = full fine-tune."""
-    lora_alpha: int = 32
-    """LoRA scaling numerator (effective scale alpha / rank)."""
-
-    def __post_init__(self) -> None:
-        if self.aggregation not in AGGREGATIONS:
-            raise ValueError(f"aggregation={self.aggregation!r}; accepted: {', '.join(AGGREGATIONS)}")
-        if self.micro_batch_size < 1 or self.update_epochs < 1:
-            raise ValueError("micro_batch_size and update_epochs must be >= 1")
 
 
 def pad_batch(sequences: Sequence[PackedSequence], pad_id: int) -> dict[str, torch.Tensor]:

@@ -16,53 +16,11 @@ from typing import Sequence
 import torch
 from transformers import PreTrainedModel
 
-from comprl.extractor import STYLES
+from comprl.config import ExtractorConfig
+from comprl.experience.episode import Outcome
 from comprl.llm.engine import logprob_temperature
 from comprl.objectives import batch_advantages, cispo_loss
-from comprl.rollout import PackedSequence, Trajectory
-from comprl.trainers.policy import OptimConfig, PolicyTrainer
-
-
-@dataclass(frozen=True)
-class ExtractorConfig(OptimConfig):
-    """The extractor: which model, how it writes, and how it is trained (CISPO)."""
-
-    model: str = "smollm2-135m"
-    """Extractor model (separate weights from the actor). Paper: Qwen3-4B-Thinking-2507."""
-    style: str = "json"
-    """Answer format (``comprl.extractor.STYLES``): "json" (the paper's operation list), "lines" (one compact
-    line per op) or "note" (one plain-text lesson per call, for models too small to follow either grammar)."""
-    max_new_tokens: int = 512
-    """Tokens the extractor may write per call (its reasoning and the answer)."""
-    response_prefix: str = ""
-    """Text pre-filled at the start of every reply (e.g. "<answer>" to skip the reasoning of a tiny model)."""
-    temperature: float = 1.0
-    """The extractor's sampling temperature (0 = greedy); its trainer recomputes log-probs under it (at 1 for
-    greedy), so this one field keeps the extractor on-policy. Default 1.0, like the paper's rollouts (~1.0)."""
-    eps_low: float = 0.1
-    """CISPO lower clip: importance weights are at least 1 - eps_low. Paper: 0.1."""
-    eps_high: float = 0.1
-    """CISPO upper clip: importance weights are at most 1 + eps_high. Paper: 0.1."""
-    buffer_size: int = 64
-    """Train once this many samples have a reward. Paper: 64."""
-    max_pending_steps: int = 20
-    """A sample whose entries no guided trajectory has used within this many actor steps is dropped."""
-    invalid_reward: float | None = None
-    """Reward of an output the validator rejected. None (paper): such outputs get no reward and are never
-    trained on; a number (e.g. -1.0) makes them samples at once, which teaches a small model the format."""
-    distill_per_step: int = 0
-    """Trajectories distilled per actor step, chosen at random with the run's seed; 0 = all of them (paper)."""
-    merge_every: int = 5
-    """Run the merge pass over the bank every this many actor steps (paper: 5); 0 = never."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.style not in STYLES:
-            raise ValueError(f"extractor style={self.style!r}; accepted: {', '.join(STYLES)}")
-        if self.buffer_size < 1:
-            raise ValueError(f"extractor buffer_size={self.buffer_size!r}: must be >= 1")
-        if self.temperature < 0:
-            raise ValueError(f"extractor temperature={self.temperature!r}: accepted: >= 0 (0 = greedy decoding)")
+from comprl.policy import PackedSequence, PolicyTrainer
 
 
 @dataclass(kw_only=True)
@@ -106,18 +64,17 @@ class ExtractorTrainer(PolicyTrainer):
             for entry_id in sample.entry_ids:
                 self._writer[entry_id] = sample
 
-    def credit(self, trajectories: Sequence[Trajectory], step: int) -> int:
-        """Give each guided trajectory's outcome to the samples that wrote the entries it saw; drop stale samples.
+    def credit(self, outcomes: Sequence[Outcome], step: int) -> int:
+        """Give each guided episode's outcome to the sample that wrote the entry it saw; drop stale samples.
 
         Returns the number of samples credited.
         """
         credited = 0
-        for trajectory in trajectories:
-            for entry_id in trajectory.experience_ids:
-                sample = self._writer.get(entry_id)
-                if sample is not None:
-                    sample.outcomes.append(1.0 if trajectory.success else -1.0)
-                    credited += 1
+        for outcome in outcomes:
+            sample = self._writer.get(outcome.entry_id)
+            if sample is not None:
+                sample.outcomes.append(1.0 if outcome.success else -1.0)
+                credited += 1
         stale = [s for s in self.pending if not s.outcomes and step - s.step >= self.config.max_pending_steps]
         self._forget(stale)
         return credited
