@@ -1,16 +1,21 @@
-"""Experience-bank top-1 search against exact baselines (SQL brute force, FAISS flat, numpy), side by side.
+"""Experience-bank search paths side by side: the in-memory index, HNSW, exact SQL, FAISS flat and numpy.
 
 Random unit vectors stand in for embeddings, so no model loads. For each bank size it stores the vectors in a
-bank file in a temporary folder (timing the insert), then runs the same random unit queries through:
+bank file in a temporary folder (``use_vss=False``: no HNSW index to keep up, so inserts are fast; timed), then
+runs the same random unit queries through:
 
-1. ``search_vectors`` on the whole batch (HNSW via DuckDB ``vss``), as the manager calls it;
-2. ``search_vectors`` one query at a time (capped at ``--single-cap`` queries and scaled up; the output says so);
+1. the bank's in-memory index (``index="memory"``, the default), all queries in one ``search_vectors`` call with
+   ``k=16`` as the manager calls it (its 16-candidate pool; the top-1 is the pool's first hit), and with ``k=1``;
+2. the same, one query at a time (capped at ``--single-cap`` queries and scaled up; the output says so);
 3. ``search_vectors(exact=True)``: the bank's brute-force SQL (``array_cosine_distance``);
-4. FAISS ``IndexFlatIP`` (exact);
-5. numpy (matrix product + argmax), the floor and the reference for agreement;
+4. FAISS ``IndexFlatIP`` (exact), ``k=16`` and ``k=1``;
+5. numpy (matrix product + argmax), the reference for top-1 agreement (top-16 recall: numpy argpartition);
 
-and, after closing and reopening the file, path 1 again (the reopen time, including any index load, is printed).
-Ratios and agreement only mean something side by side: timings depend on the machine.
+then closes and reopens the file (the reopen time includes loading the in-memory index) and runs path 1 twice.
+Up to ``--hnsw-max`` entries it also reopens the file with ``use_vss=True, index="hnsw"`` (the constructor builds
+the HNSW index over the stored rows; timed) and runs the HNSW path batched and one query at a time; above that the
+HNSW rows are skipped, with the build time measured at the smaller size. Ratios (memory/FAISS, memory/HNSW) are
+throughputs at the same ``k``; they only mean something side by side: timings depend on the machine.
 ``python benchmarks/bank_search.py --entries 20000 100000``
 """
 
@@ -27,6 +32,7 @@ import numpy as np
 from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
 
 INSERT_BATCH = 2000
+POOL = 16  # the manager's candidates (BankConfig.candidates)
 
 
 def unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
@@ -39,8 +45,10 @@ def no_model(dim: int) -> Embedder:
     return type("NoModel", (Embedder,), {"dim": dim})()
 
 
-def top1_ids(hits: list) -> np.ndarray:
-    return np.array([h[0].entry.id if h else -1 for h in hits], dtype=np.int64)
+def hit_ids(hits: list) -> np.ndarray:
+    """Ids of each query's hits, ``[n, k]`` (-1 where a query got fewer)."""
+    width = max((len(h) for h in hits), default=0)
+    return np.array([[h.entry.id for h in row] + [-1] * (width - len(row)) for row in hits], dtype=np.int64)
 
 
 def timed(fn):  # noqa: ANN001, ANN201 - a tiny helper
@@ -49,94 +57,150 @@ def timed(fn):  # noqa: ANN001, ANN201 - a tiny helper
     return time.perf_counter() - began, result
 
 
-def run(entries: int, n_queries: int, dim: int, seed: int, single_cap: int, folder: Path) -> None:
-    rng = np.random.default_rng(seed)
-    data = unit(rng, entries, dim)
-    queries = unit(rng, n_queries, dim)
-    path = folder / f"bank_{entries}.duckdb"
-    embedder = no_model(dim)
+def reference(data: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, list[set[int]]]:
+    """numpy's exact top-1 ids and top-``POOL`` id sets (bank ids are 1..n in insert order), in query chunks."""
+    top1, pools = [], []
+    for start in range(0, len(queries), 128):
+        scores = queries[start : start + 128] @ data.T
+        top1.append(scores.argmax(axis=1) + 1)
+        pools += [set(row) for row in (np.argpartition(scores, -POOL, axis=1)[:, -POOL:] + 1).tolist()]
+    return np.concatenate(top1), pools
 
-    print(f"\n=== {entries:,} entries, {n_queries:,} queries, dim {dim}, seed {seed} ===")
-    bank = ExperienceBank(path, embedder, capacity=entries)
-    # Peeks at the bank's own connection only to report whether the HNSW index exists before the first insert.
-    indexes = [r[0] for r in bank._db().execute("SELECT index_name FROM duckdb_indexes() WHERE table_name = 'entries'").fetchall()]
+
+class Table:
+    """Rows of (method, k, seconds for all queries, ids found) with agreement against the numpy reference."""
+
+    def __init__(self, n_queries: int, top1: np.ndarray, pools: list[set[int]]) -> None:
+        self.n_queries, self.top1, self.pools = n_queries, top1, pools
+        self.rows: list[tuple[str, int, float, int, np.ndarray]] = []  # name, k, seconds (all queries), timed, ids
+
+    def add(self, name: str, k: int, seconds: float, ids: np.ndarray, timed_n: int | None = None) -> float:
+        self.rows.append((name, k, seconds, timed_n or self.n_queries, ids))
+        return self.n_queries / seconds
+
+    def rate(self, name: str, k: int) -> float:
+        return next(self.n_queries / s for row_name, row_k, s, _, _ in self.rows if (row_name, row_k) == (name, k))
+
+    def print(self, faiss_rate: dict[int, float]) -> None:
+        n = self.n_queries
+        print(f"{'method':<36}{'k':>4}{'s / ' + str(n) + ' q':>12}{'queries/s':>12}{'/ FAISS':>9}{'top-1 agree':>14}{'top-16 recall':>15}")
+        for name, k, seconds, timed_n, ids in self.rows:
+            agree = np.mean(ids[:, 0] == self.top1[: len(ids)])
+            recall = f"{np.mean([len(set(r) & p) / POOL for r, p in zip(ids.tolist(), self.pools)]):>14.1%}" if k == POOL else f"{'':>14}"
+            print(
+                f"{name:<36}{k:>4}{seconds:>12.3f}{n / seconds:>12,.0f}{n / seconds / faiss_rate[k]:>8.2f}x"
+                f"{agree:>9.1%} /{timed_n:>4}{recall}"
+            )
+
+
+def insert(bank: ExperienceBank, data: np.ndarray) -> float:
     began = time.perf_counter()
-    for start in range(0, entries, INSERT_BATCH):
-        stop = min(start + INSERT_BATCH, entries)
+    for start in range(0, len(data), INSERT_BATCH):
+        stop = min(start + INSERT_BATCH, len(data))
         bank.apply(
             [Write("add", entry=NewEntry(f"e{i}", "c")) for i in range(start, stop)],
             step=0,
             task="t",
             embeddings=data[start:stop],
         )
-        if stop % 20_000 == 0 and stop < entries:
-            print(f"  inserted {stop:,} in {time.perf_counter() - began:.0f} s", flush=True)
-    insert_s = time.perf_counter() - began
-    print(
-        f"insert: {insert_s:.1f} s ({entries / insert_s:,.0f} entries/s, batches of {INSERT_BATCH}); "
-        f"vss enabled: {bank.vss_enabled}; HNSW index in place during inserts: {bool(indexes)} {indexes}"
-    )
+    return time.perf_counter() - began
 
-    # numpy exact: the reference (bank ids are 1..entries in insert order); one untimed call first
-    np.argmax(queries[:8] @ data.T, axis=1)
-    np_s, best = timed(lambda: np.argmax(queries @ data.T, axis=1))
-    reference = best + 1
-    rows: list[tuple[str, float, int, np.ndarray]] = []  # name, seconds for all queries, queries timed, ids
 
-    bank.search_vectors(queries[:1], k=1)  # warm-up: first statement
+def one_at_a_time(bank: ExperienceBank, queries: np.ndarray, cap: int) -> tuple[float, np.ndarray, int]:
+    """Seconds for all queries (scaled from the first ``cap``), the ids found, how many were timed."""
+    m = min(cap, len(queries))
+    s, hits = timed(lambda: [bank.search_vectors(queries[i : i + 1], k=POOL)[0] for i in range(m)])
+    return s * len(queries) / m, hit_ids(hits), m
+
+
+def run(entries: int, n_queries: int, dim: int, seed: int, single_cap: int, hnsw_max: int, folder: Path, notes: dict) -> None:
+    rng = np.random.default_rng(seed)
+    data = unit(rng, entries, dim)
+    queries = unit(rng, n_queries, dim)
+    path = folder / f"bank_{entries}.duckdb"
+    embedder = no_model(dim)
+    print(f"\n=== {entries:,} entries, {n_queries:,} queries, dim {dim}, seed {seed} ===")
+    top1, pools = reference(data, queries)
+    table = Table(n_queries, top1, pools)
+
+    bank = ExperienceBank(path, embedder, capacity=entries, use_vss=False)
+    insert_s = insert(bank, data)
+    print(f"insert (use_vss=False, memory index kept in step): {insert_s:.1f} s ({entries / insert_s:,.0f} entries/s, batches of {INSERT_BATCH})")
+
+    bank.search_vectors(queries[:1], k=POOL)  # warm-up
+    s, hits = timed(lambda: bank.search_vectors(queries, k=POOL))
+    table.add("1 bank memory, batched", POOL, s, hit_ids(hits))
     s, hits = timed(lambda: bank.search_vectors(queries, k=1))
-    rows.append(("1 bank batched (HNSW)", s, n_queries, top1_ids(hits)))
+    table.add("1 bank memory, batched", 1, s, hit_ids(hits))
+    s, ids, m = one_at_a_time(bank, queries, single_cap)
+    table.add(f"2 bank memory, one at a time{' *' if m < n_queries else ''}", POOL, s, ids, m)
+    s, hits = timed(lambda: bank.search_vectors(queries, k=POOL, exact=True))
+    table.add("3 bank exact SQL, batched", POOL, s, hit_ids(hits))
 
-    m = min(single_cap, n_queries)
-    s, hits = timed(lambda: [bank.search_vectors(queries[i : i + 1], k=1)[0] for i in range(m)])
-    rows.append((f"2 bank one at a time{' *' if m < n_queries else ''}", s * n_queries / m, m, top1_ids(hits)))
-
-    s, hits = timed(lambda: bank.search_vectors(queries, k=1, exact=True))
-    rows.append(("3 bank exact SQL", s, n_queries, top1_ids(hits)))
-
-    build_s, index = timed(lambda: faiss.IndexFlatIP(dim))
-    add_s, _ = timed(lambda: index.add(data))
+    index = faiss.IndexFlatIP(dim)
+    index.add(data)
     index.search(queries[:1], 1)  # warm-up: OpenMP threads start
-    s, (_, found) = timed(lambda: index.search(queries, 1))
-    faiss_s = s
-    rows.append(("4 FAISS IndexFlatIP", s, n_queries, found[:, 0] + 1))
-    rows.append(("5 numpy exact", np_s, n_queries, reference))
+    faiss_rate = {}
+    for k in (POOL, 1):
+        s, (_, found) = timed(lambda: index.search(queries, k))
+        faiss_rate[k] = table.add("4 FAISS IndexFlatIP", k, s, found + 1)
+    np.argmax(queries[:8] @ data.T, axis=1)  # warm-up
+    s, best = timed(lambda: np.argmax(queries @ data.T, axis=1))
+    table.add("5 numpy matmul + argmax", 1, s, best[:, None] + 1)
 
-    close_s, _ = timed(bank.close)
-    reopen_s, bank = timed(lambda: ExperienceBank(path, embedder, capacity=entries))
-    s, hits = timed(lambda: bank.search_vectors(queries, k=1))
-    rows.append(("1' batched after reopen (1st)", s, n_queries, top1_ids(hits)))
-    s, hits = timed(lambda: bank.search_vectors(queries, k=1))
-    rows.append(("1' batched after reopen (2nd)", s, n_queries, top1_ids(hits)))
     bank.close()
-    print(
-        f"close (checkpoint): {close_s:.2f} s; reopen (constructor, incl. any index load): {reopen_s:.2f} s; "
-        f"file {path.stat().st_size / 2**20:.0f} MiB; FAISS index build+add: {build_s + add_s:.3f} s"
-    )
+    reopen_s, bank = timed(lambda: ExperienceBank(path, embedder, capacity=entries, use_vss=False))
+    for attempt in ("1st", "2nd"):
+        s, hits = timed(lambda: bank.search_vectors(queries, k=POOL))
+        table.add(f"1' bank memory, after reopen ({attempt})", POOL, s, hit_ids(hits))
+    bank.close()
+    print(f"reopen (constructor, incl. loading the memory index): {reopen_s:.2f} s; file {path.stat().st_size / 2**20:.0f} MiB")
 
-    print(f"{'method':<32}{'s / ' + str(n_queries) + ' q':>12}{'queries/s':>12}{'x FAISS':>10}{'top-1 agree':>13}")
-    for name, seconds, timed_n, ids in rows:
-        agree = np.mean(ids == reference[: len(ids)])
-        print(
-            f"{name:<32}{seconds:>12.3f}{n_queries / seconds:>12,.0f}{seconds / faiss_s:>10.1f}"
-            f"{agree:>9.1%} /{len(ids):>4}"
+    hnsw = None
+    if entries <= hnsw_max:
+        build_s, bank = timed(lambda: ExperienceBank(path, embedder, capacity=entries, use_vss=True, index="hnsw"))
+        notes["hnsw_build"] = (entries, build_s)
+        print(f"HNSW: reopen with use_vss=True builds the index over the {entries:,} stored rows: {build_s:.1f} s")
+        bank.search_vectors(queries[:1], k=POOL)  # warm-up
+        s, hits = timed(lambda: bank.search_vectors(queries, k=POOL))
+        hnsw = table.add("6 bank HNSW, batched", POOL, s, hit_ids(hits))
+        s, ids, m = one_at_a_time(bank, queries, single_cap)
+        table.add(f"7 bank HNSW, one at a time{' *' if m < n_queries else ''}", POOL, s, ids, m)
+        bank.close()
+    table.print(faiss_rate)
+    memory = table.rate("1 bank memory, batched", POOL)
+    print(
+        f"memory index, {n_queries:,} queries in one call: {n_queries / memory:.3f} s at k={POOL}; "
+        f"memory/FAISS throughput {memory / faiss_rate[POOL]:.2f}x at k={POOL}"
+        + (f", memory/HNSW {memory / hnsw:.0f}x" if hnsw else "")
+    )
+    if hnsw is None:
+        measured = notes.get("hnsw_build")
+        why = (
+            f"building it took {measured[1]:.0f} s for {measured[0]:,} entries in this run "
+            f"(~{measured[1] * entries / measured[0]:.0f} s for {entries:,} if it grew linearly; HNSW builds grow faster)"
+            if measured
+            else "no smaller size measured in this run"
         )
-    if m < n_queries:
-        print(f"* one at a time: {m} queries timed, seconds scaled to {n_queries}; agreement over those {m}")
+        print(f"HNSW skipped at {entries:,} entries (> --hnsw-max {hnsw_max:,}): {why}")
+    if any(timed_n < n_queries for _, _, _, timed_n, _ in table.rows):
+        print(f"* one at a time: {single_cap} queries timed, seconds scaled to {n_queries}; agreement over those")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--entries", type=int, nargs="+", default=[20_000], help="bank sizes, one run each")
+    parser.add_argument("--entries", type=int, nargs="+", default=[20_000, 100_000], help="bank sizes, one run each")
     parser.add_argument("--queries", type=int, default=1024)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--single-cap", type=int, default=128, help="most queries timed one at a time (then scaled)")
+    parser.add_argument("--hnsw-max", type=int, default=20_000, help="largest bank whose HNSW index is built and timed")
     args = parser.parse_args()
-    print(f"faiss {faiss.__version__}, {faiss.omp_get_max_threads()} OpenMP threads")
+    print(f"faiss {faiss.__version__}, {faiss.omp_get_max_threads()} OpenMP threads; numpy {np.__version__}")
+    notes: dict = {}
     with tempfile.TemporaryDirectory() as folder:
-        for entries in args.entries:
-            run(entries, args.queries, args.dim, args.seed, args.single_cap, Path(folder))
+        for entries in sorted(args.entries):
+            run(entries, args.queries, args.dim, args.seed, args.single_cap, args.hnsw_max, Path(folder), notes)
 
 
 if __name__ == "__main__":

@@ -118,9 +118,36 @@ class ExtractorConfig(OptimConfig):
     eps_high: float = 0.1
     """CISPO upper clip: importance weights are at most 1 + eps_high. Paper: 0.1."""
     buffer_size: int = 64
-    """Train once this many samples have a reward. Paper: 64."""
+    """Samples per extractor update: a CISPO step on the oldest ``buffer_size`` rewarded samples as soon as that
+    many wait, as many times as that holds, on the extractor's own schedule (after any credit or new output, not
+    per actor step). Paper and official code: 64."""
+    buffer_capacity: int = 64
+    """Rewarded samples that may wait at most; a sample that earns a reward while the buffer is full pushes out the
+    oldest waiting one, untrained (FIFO). Official config: 64 unique outputs (keyed by extraction request); 0 = no
+    limit (comprl's earlier behaviour). 0 or at least ``buffer_size``."""
+    reuse_samples: bool = True
+    """True (official code): a trained output leaves the buffer but stays linked to the entries it wrote, so
+    outcomes those entries earn later bring it back as a new sample (rewarded by the new outcomes only), trained
+    again with its advantage times (1 + times_trained) ** -``reuse_weight_power``, and times 0 in the
+    ``cooldown`` updates after one that trained it. False (comprl's earlier behaviour): each output is trained
+    at most once, then forgotten, and every weight is 1."""
+    reuse_weight_power: float = 0.5
+    """p in the reuse weight (1 + times_trained) ** -p (official code: 0.5; 0 = no decay). The official pipeline
+    as shipped never records a training, so its weights stay 1 (p = 0, ``cooldown`` = 0 reproduce that)."""
+    cooldown: int = 1
+    """With ``reuse_samples``: a sample's weight is 0 in the ``cooldown`` extractor updates right after one that
+    trained it (a zero-weight sample takes its batch slot, spends its outcomes and is not counted as trained).
+    Official code: 1, counted in actor steps as ``global_step - last_trained_step < cooldown`` with at most one
+    extractor update per step, which would only forbid a second training within one step; comprl counts the
+    extractor's own updates (its schedule is its own), so 1 skips the next update. 0 = no cooldown."""
+    credit_parents: bool = True
+    """True (comprl's fix): an outcome of an entry that an update/merge wrote also reaches the writers of the
+    entries it replaced, through any chain of merges, each writer once per outcome; without it, frequent merges
+    leave the outputs that wrote the merged entries without reward. False (official code): only the writer of
+    the entry shown is credited."""
     max_pending_steps: int = 20
-    """A sample whose entries no guided trajectory has used within this many actor steps is dropped."""
+    """A sample whose entries no guided trajectory has used within this many actor steps (since it was generated,
+    or since its last outcome) is dropped; with ``reuse_samples`` this also ends how long a trained one is kept."""
     invalid_reward: float | None = None
     """Reward of an output the validator rejected. None (paper): such outputs get no reward and are never
     trained on; a number (e.g. -1.0) makes them samples at once, which teaches a small model the format."""
@@ -135,6 +162,15 @@ class ExtractorConfig(OptimConfig):
             raise ValueError(f"extractor style={self.style!r}; accepted: {', '.join(EXTRACTOR_STYLES)}")
         if self.buffer_size < 1:
             raise ValueError(f"extractor buffer_size={self.buffer_size!r}: must be >= 1")
+        if self.buffer_capacity != 0 and self.buffer_capacity < self.buffer_size:
+            raise ValueError(
+                f"extractor buffer_capacity={self.buffer_capacity!r}: accepted: 0 (no limit) or >= buffer_size"
+                f" ({self.buffer_size})"
+            )
+        if self.cooldown < 0 or self.reuse_weight_power < 0:
+            raise ValueError(
+                f"extractor cooldown={self.cooldown!r}, reuse_weight_power={self.reuse_weight_power!r}: must be >= 0"
+            )
         if self.temperature < 0:
             raise ValueError(f"extractor temperature={self.temperature!r}: accepted: >= 0 (0 = greedy decoding)")
 
@@ -158,8 +194,9 @@ class BankConfig:
     diversity_lambda: float = 0.4
     """Weight of the popularity penalty lambda * log(1 + uses) in the re-ranking (paper: 0.4)."""
     rerank: str = "official"
-    """``"official"`` (official code): score = -rank position - lambda*log1p(uses) - 1[retrieved within the last
-    ``recent_seconds``], and a recently retrieved top-1 moves to the end with probability ``dropout``.
+    """``"official"`` (official code): score = -rank position - lambda*log1p(retrievals) - 1[retrieved within the
+    last ``recent_seconds``], and a recently retrieved top-1 moves to the end with probability ``dropout``; the
+    manager counts retrievals in memory, starting from an entry's stored use count when it first sees it.
     ``"batch"`` (comprl <= 0.1): score = cosine similarity - lambda*log1p(uses) - 1[already shown to an earlier
     query of the same batch]. Evaluation searches (``record=False``) use neither recency nor dropout, so what an
     evaluation episode sees does not depend on how evaluation episodes are chunked or timed."""
@@ -242,7 +279,7 @@ class ExperienceConfig:
     the bank (``<bank>.queue.jsonl``) for a resumed run to pick up."""
     search_and_ask: bool = False
     """The actor may query the bank mid-episode inside a tag; the extractor rewrites the best entry for the query
-    (paper: an optional tool, off in the main runs)."""
+    (paper: an optional tool, off in the main runs). Training rollouts only: evaluation episodes do not get it."""
     search_and_ask_uses: int = 2
     """At most this many search_and_ask answers per episode (paper: 2)."""
 
@@ -260,6 +297,8 @@ class ExperienceConfig:
                 raise ValueError(f"experience {name}={getattr(self, name)!r}: must be >= 1")
         if self.query_wait_ms < 0 or self.warmup < 0 or self.search_and_ask_uses < 0:
             raise ValueError("experience query_wait_ms, warmup and search_and_ask_uses must be >= 0")
+        if self.search_and_ask and self.search_and_ask_uses < 1:
+            raise ValueError("experience search_and_ask=True needs search_and_ask_uses >= 1 (or turn the tool off)")
 
 
 @dataclass(frozen=True)
@@ -368,6 +407,8 @@ PROFILES: dict[str, ExperimentConfig] = {
             model="tiny-random", style="note", max_new_tokens=16, learning_rate=1e-4, buffer_size=2,
             invalid_reward=-1.0, merge_every=2, micro_batch_size=4,
         ),
+        # a warm-up of one entry (official: 5), so that a 2-step run shows its guided half an entry
+        experience=ExperienceConfig(warmup=1),
     ),
     # SmolLM2-135M-Instruct from the offline wheel; small batches and short episodes so a 2-core laptop
     # finishes in minutes. LoRA with a larger learning rate than the paper's full fine-tune of a 7B model.

@@ -3,10 +3,15 @@
 Each episode becomes one :class:`Trajectory` holding a single packed token sequence (system prompt, observations
 and the model's replies), an action mask that marks the model's own tokens (the only ones trained on) and the
 behaviour log-probs of those tokens. Trainers use the ids as they are and never re-tokenise text.
+
+With the optional search_and_ask tool (``ask=``), a reply that holds a question inside
+``<knowledge_search_and_ask>...</knowledge_search_and_ask>`` is answered by the experience side instead of being
+played in the env: the answer is the next observation, context like any other, and the env's turn cap is untouched.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
@@ -16,10 +21,15 @@ from tqdm.auto import tqdm
 from comprl.chat import ChatFormat
 from comprl.config import RolloutConfig
 from comprl.experience.episode import Episode
+from comprl.experience.prompts import SEARCH_CLOSE, SEARCH_OPEN
 from comprl.llm.engine import GenerationEngine
 from comprl.policy import PackedSequence
 
 EXPERIENCE_HEADING = "## Experience from earlier episodes"
+SEARCH_RESULTS = "Search results: "
+"""Start of the observation that answers a search_and_ask question (the official code's wording)."""
+NO_MATCH = "nothing in the experience bank matches this question."
+"""What follows :data:`SEARCH_RESULTS` when the bank has no entry for the task."""
 
 
 class Experience(Protocol):
@@ -31,6 +41,10 @@ class Experience(Protocol):
 
 Retriever = Callable[[Sequence[str]], Sequence["Experience | None"]]
 """Maps one query per guided episode (its instruction and first observation) to an entry, or ``None``."""
+
+Asker = Callable[[str, str], "str | None"]
+"""search_and_ask: maps (the actor's question, the env id as task) to the rewritten entry, or ``None`` when the
+bank has nothing for that task (``ExperienceManager.search_and_ask``)."""
 
 
 @dataclass
@@ -60,6 +74,8 @@ class Trajectory(PackedSequence):
     turns: int = 0
     invalid_actions: int = 0
     truncated: bool = False
+    asks: int = 0
+    """search_and_ask questions answered by the experience side (tool turns, not counted in ``turns``)."""
 
     def episode(self, step: int) -> Episode:
         """What the experience side is told about it (:meth:`comprl.experience.ExperienceManager.submit`)."""
@@ -69,11 +85,30 @@ class Trajectory(PackedSequence):
         )
 
 
-def system_prompt(instruction: str, experience: str | None = None) -> str:
-    """The actor's system prompt: the task instruction, plus an experience entry under a fixed heading."""
-    if experience is None:
-        return instruction
-    return f"{instruction}\n\n{EXPERIENCE_HEADING}\n{experience}"
+def system_prompt(instruction: str, experience: str | None = None, search_uses: int = 0) -> str:
+    """The actor's system prompt: the task instruction, then (when ``search_uses`` > 0) how to use the
+    search_and_ask tool, then an experience entry under a fixed heading."""
+    parts = [instruction]
+    if search_uses > 0:
+        parts.append(
+            "You may consult the experience bank (lessons from earlier episodes) instead of acting: write "
+            f"{SEARCH_OPEN}your question{SEARCH_CLOSE} and the answer comes back as the next message, without "
+            f"using up a turn. You can ask at most {search_uses} times in this episode."
+        )
+    if experience is not None:
+        parts.append(f"{EXPERIENCE_HEADING}\n{experience}")
+    return "\n\n".join(parts)
+
+
+def search_query(reply: str) -> str | None:
+    """The question of a search_and_ask call in ``reply`` (stripped), or None when the reply makes no call.
+
+    A call is an opening tag closed later in the reply; the question is the text between the first closing tag
+    and the last opening tag before it (generation stops at the closing tag, so nothing of note follows it).
+    """
+    close = reply.find(SEARCH_CLOSE)
+    start = reply.rfind(SEARCH_OPEN, 0, close) if close >= 0 else -1
+    return None if start < 0 else reply[start + len(SEARCH_OPEN) : close].strip()
 
 
 def run_episodes(
@@ -85,6 +120,8 @@ def run_episodes(
     groups: Sequence[int] | None = None,
     guided: Sequence[bool] | None = None,
     retrieve: Retriever | None = None,
+    ask: Asker | None = None,
+    ask_uses: int = 2,
     progress: bool = False,
 ) -> list[Trajectory]:
     """Play one episode in each env, all in lockstep, and return the trajectories in env order.
@@ -100,6 +137,13 @@ def run_episodes(
             instruction, is the query ``retrieve`` answers, in one batched call; the entry it returns enters the
             system prompt under :data:`EXPERIENCE_HEADING`.
         retrieve: the bank lookup for guided episodes (required when any episode is guided).
+        ask: the search_and_ask tool (default off). When given, the system prompt explains the tool and its
+            closing tag ends a reply (it joins ``config.stop``). A reply that asks a question (:func:`search_query`)
+            is not played: ``ask(question, env id)`` is called and its answer, after :data:`SEARCH_RESULTS`, is the
+            next observation, as context. Such tool turns leave the env's turn cap alone (``Trajectory.turns``
+            counts env steps only) but not the context limit. Calls are made one question at a time, in env order.
+        ask_uses: questions answered per episode (paper: 2); a further question is played in the env as an
+            action (an invalid one, which the env answers with its feedback).
         progress: show a per-turn progress bar.
     """
     n = len(envs)
@@ -111,9 +155,14 @@ def run_episodes(
         raise ValueError("groups and guided must have one entry per env")
     if any(guided) and retrieve is None:
         raise ValueError("guided episodes need a retrieve function")
+    if ask is not None and ask_uses < 1:
+        raise ValueError(f"ask_uses={ask_uses!r}: must be >= 1 when ask is given (pass ask=None to turn the tool off)")
+    search_uses = 0 if ask is None else ask_uses
     fmt = ChatFormat.from_tokenizer(engine.tokenizer)
     prefix_ids = fmt.encode(config.response_prefix) if config.response_prefix else []
     sampling = config.sampling()
+    if ask is not None and SEARCH_CLOSE not in sampling.stop:
+        sampling = dataclasses.replace(sampling, stop=(*sampling.stop, SEARCH_CLOSE))
 
     starts = [env.reset(seed=int(seed)) for env, seed in zip(envs, seeds)]
     queried = [i for i in range(n) if guided[i]]
@@ -126,7 +175,7 @@ def run_episodes(
     trajectories: list[Trajectory] = []
     for env, seed, group, is_guided, experience, (obs, info) in zip(envs, seeds, groups, guided, experiences, starts):
         text = None if experience is None else experience.text
-        system = system_prompt(info["instruction"], text)
+        system = system_prompt(info["instruction"], text, search_uses)
         traj = Trajectory(
             env.spec.id if env.spec else type(env).__name__, int(seed), group, is_guided, text,
             () if experience is None else (int(experience.id),), info["instruction"], len(trajectories),
@@ -150,14 +199,19 @@ def run_episodes(
             traj.extend(completion.token_ids, completion.logprobs)
             action = config.response_prefix + completion.text
             traj.messages.append({"role": "assistant", "content": action})
-            obs, reward, terminated, truncated, info = envs[i].step(action)
-            traj.reward += float(reward)
-            traj.turns += 1
-            traj.success = bool(info.get("success", False))
-            traj.invalid_actions = int(info.get("invalid_actions", traj.invalid_actions))
-            if terminated or truncated:
-                traj.truncated = bool(truncated and not terminated)
-                continue
+            question = search_query(action) if ask is not None and traj.asks < ask_uses else None
+            if question is not None:
+                traj.asks += 1
+                obs = SEARCH_RESULTS + (ask(question, traj.env_id) or NO_MATCH)
+            else:
+                obs, reward, terminated, truncated, info = envs[i].step(action)
+                traj.reward += float(reward)
+                traj.turns += 1
+                traj.success = bool(info.get("success", False))
+                traj.invalid_actions = int(info.get("invalid_actions", traj.invalid_actions))
+                if terminated or truncated:
+                    traj.truncated = bool(truncated and not terminated)
+                    continue
             next_ids = fmt.next_turn(completion.token_ids, obs) + prefix_ids
             if len(traj.token_ids) + len(next_ids) + sampling.max_new_tokens > config.max_context_tokens:
                 _, reward, _, _, info = envs[i].unwrapped.truncate("The conversation no longer fits the context.")
@@ -176,7 +230,7 @@ def run_episodes(
 
 
 def summarize(trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    """Per-batch episode metrics a researcher plots: success, return, length, invalid actions."""
+    """Per-batch episode metrics a researcher plots: success, return, length, invalid actions, tool use."""
     n = max(len(trajectories), 1)
     turns = sum(t.turns for t in trajectories)
     return {
@@ -187,4 +241,5 @@ def summarize(trajectories: Sequence[Trajectory]) -> dict[str, float]:
         "invalid_action_rate": sum(t.invalid_actions for t in trajectories) / max(turns, 1),
         "mean_sequence_tokens": sum(len(t.token_ids) for t in trajectories) / n,
         "mean_action_tokens": sum(t.num_action_tokens for t in trajectories) / n,
+        "search_and_ask_per_episode": sum(t.asks for t in trajectories) / n,
     }

@@ -236,7 +236,7 @@ def test_hnsw_agrees_with_exact_search(embedder, monkeypatch):
     rng = np.random.default_rng(4)
     n, n_queries = 2000, 200
     vectors, queries = unit_vectors(rng, n), unit_vectors(rng, n_queries)
-    with ExperienceBank(None, embedder) as bank:
+    with ExperienceBank(None, embedder, index="hnsw") as bank:  # the default index is the exact in-memory one
         assert bank.vss_enabled
         fallbacks: list[int] = []  # queries answered by brute force although the index was asked
         exact_search = bank._exact_search
@@ -300,17 +300,17 @@ def test_hnsw_search_quality_survives_reopening_the_file(tmp_path, embedder):
         return bank._db().execute("SELECT value FROM duckdb_settings() WHERE name = 'hnsw_ef_search'").fetchone()[0]
 
     path = tmp_path / "bank.duckdb"
-    with ExperienceBank(path, embedder) as bank:
+    with ExperienceBank(path, embedder, index="hnsw") as bank:  # the default index is the exact in-memory one
         assert bank.vss_enabled
         for start in range(0, n, 500):
             bank.apply([add(f"v{i}") for i in range(start, start + 500)], step=0, task="t", embeddings=vectors[start : start + 500])
         fresh = top1_agreement(bank)
     assert fresh >= 0.97, fresh
-    with ExperienceBank(path, embedder) as bank:
+    with ExperienceBank(path, embedder, index="hnsw") as bank:
         reopened, setting = top1_agreement(bank), ef_search(bank)
     assert reopened >= fresh - 0.02, (fresh, reopened)
     assert f"ef_search = {setting}" in HNSW_OPTIONS, setting
-    with ExperienceBank(path, embedder, ef_search=512) as bank:  # an explicit override still wins
+    with ExperienceBank(path, embedder, ef_search=512, index="hnsw") as bank:  # an explicit override still wins
         assert ef_search(bank) == "512"
 
 

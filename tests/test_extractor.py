@@ -21,9 +21,13 @@ from comprl.experience.prompts import (
     Operation,
     Parsed,
     distill_messages,
+    SEARCH_CLOSE,
+    SEARCH_OPEN,
     merge_messages,
     parse_distill,
     parse_merge,
+    parse_refine,
+    refine_messages,
     render_transcript,
     to_writes,
 )
@@ -735,3 +739,102 @@ def test_fuzz_notes_never_raise_and_keep_text_verbatim():
             assert 0 < len(op.title) <= NOTE.max_title_chars and op.content.split()[0].startswith(op.title.split()[0])
         else:
             assert parsed.reason in REJECTION_REASONS and parsed.operations == ()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# search_and_ask: rewriting one entry as the answer to the actor's question
+# --------------------------------------------------------------------------------------------------------------
+
+ALL_FORMATS = {"json": JSON, "lines": LINES, "note": NOTE}
+
+
+def test_the_search_tag_is_the_official_one():
+    assert (SEARCH_OPEN, SEARCH_CLOSE) == ("<knowledge_search_and_ask>", "</knowledge_search_and_ask>")
+
+
+@pytest.mark.parametrize("style", ALL_FORMATS)
+def test_refine_prompt_shows_the_question_and_the_entry(style):
+    fmt = ALL_FORMATS[style]
+    entry = FakeEntry(5, "Stairs first", "Find the > sign and walk straight to it.")
+    system, user = refine_messages(entry, "  where are the stairs?  ", fmt)
+    assert (system["role"], user["role"]) == ("system", "user")
+    assert "Question from the agent:\nwhere are the stairs?\n" in user["content"]
+    assert entry.content in user["content"] and (entry.title in user["content"]) == (style != "note")
+    assert str(fmt.max_content_chars) in system["content"]
+    assert ("<answer>" in system["content"]) == (style != "note")  # a note is the whole reply
+    assert "(the agent wrote no question)" in refine_messages(entry, " \n", fmt)[1]["content"]
+
+
+def test_refine_answers_are_read_in_each_style():
+    assert parse_refine(answer(json.dumps({"content": "  Go east, then down.\n"})), JSON) == "Go east, then down."
+    assert parse_refine(answer('{"content": "Caf\\u00e9 \\"door\\""}'), JSON) == 'Café "door"'
+    assert parse_refine(answer("  Go east,\nthen down.  "), LINES) == "Go east,\nthen down."
+    assert parse_refine(answer("old") + "\n" + answer("new"), LINES) == "new"  # the last block counts
+    assert parse_refine("\n Advice:  Go east.\nsecond line", NOTE) == "Go east."
+    assert parse_refine("lesson: Go east.", NOTE) == "Go east."
+    assert parse_refine("Go east.", NOTE) == "Go east."
+
+
+@pytest.mark.parametrize("style", ALL_FORMATS)
+def test_refine_advice_exactly_at_the_content_limit_is_accepted_and_one_more_character_is_not(style):
+    fmt = ALL_FORMATS[style]
+
+    def reply(advice: str) -> str:
+        if style == "json":
+            return answer(json.dumps({"content": advice}))
+        return answer(advice) if style == "lines" else advice
+
+    assert parse_refine(reply("x" * fmt.max_content_chars), fmt) == "x" * fmt.max_content_chars
+    assert parse_refine(reply("x" * (fmt.max_content_chars + 1)), fmt) is None
+
+
+@pytest.mark.parametrize(
+    "style, text",
+    [
+        ("json", "Go east."),  # no answer block
+        ("json", "<answer>{\"content\": \"Go east.\"}"),  # not closed
+        ("json", answer("Go east.")),  # not JSON
+        ("json", answer('["Go east."]')),
+        ("json", answer('{"content": "Go east.", "title": "t"}')),
+        ("json", answer('{"advice": "Go east."}')),
+        ("json", answer('{"content": 3}')),
+        ("json", answer('{"content": "   "}')),
+        ("json", answer('{"content": "nul \\u0000"}')),
+        ("json", answer('{"content": "half \\ud800"}')),
+        ("json", answer("[" * 100_000 + "]" * 100_000)),
+        ("lines", "Go east."),
+        ("lines", answer("  \n ")),
+        ("lines", answer("nul \x00")),
+        ("note", ""),
+        ("note", "  \n\n"),
+        ("note", "Advice:   "),
+        ("note", "nul \x00"),
+    ],
+)
+def test_rejected_refine_answers_give_none(style, text):
+    assert parse_refine(text, ALL_FORMATS[style]) is None
+
+
+def test_the_examples_in_the_refine_prompts_are_valid_answers():
+    assert parse_refine(refine_messages(FakeEntry(0, "t", "c"), "q", JSON)[0]["content"], JSON) == "<advice>"
+    example = parse_refine(refine_messages(FakeEntry(0, "t", "c"), "q", LINES)[0]["content"], LINES)
+    assert example is not None and example.startswith("The goal is often out of sight")
+
+
+def test_parse_refine_refuses_non_string_output():
+    with pytest.raises(ValueError, match="must be a str"):
+        parse_refine(None, JSON)  # type: ignore[arg-type]
+
+
+def test_fuzz_parse_refine_never_raises_and_returns_only_clean_advice():
+    rng = random.Random(13)
+    for case in range(300):
+        base = _fuzz_case(rng, case) or answer(json.dumps({"content": _random_text(rng, rng.randint(0, 60))}))
+        text = _mutate(base, rng) if rng.random() < 0.5 else base
+        for fmt in ALL_FORMATS.values():
+            advice = parse_refine(text, fmt)
+            if advice is not None:
+                assert 0 < len(advice) <= fmt.max_content_chars and advice == advice.strip()
+                assert "\x00" not in advice and not any("\ud800" <= ch <= "\udfff" for ch in advice)
+                if fmt.style != "json":
+                    assert advice in text

@@ -116,3 +116,206 @@ def test_extractor_is_scored_at_its_sampling_temperature_greedy_at_one(fresh, te
 def test_config_rejects_unknown_style():
     with pytest.raises(ValueError, match="style"):
         ExtractorConfig(style="yaml")
+
+
+def test_config_rejects_a_capacity_below_the_batch():
+    with pytest.raises(ValueError, match="buffer_capacity"):
+        ExtractorConfig(buffer_size=8, buffer_capacity=4)
+    assert ExtractorConfig(buffer_size=8, buffer_capacity=0).buffer_capacity == 0  # 0 = no limit
+
+
+def _credit_and_step(trainer, outcomes, step=2):
+    trainer.credit([_guided(e, s) for e, s in outcomes], step=step)
+    return trainer.maybe_step()
+
+
+def test_reused_samples_are_weighted_by_times_trained_and_zero_within_the_cooldown_on_real_updates(fresh):
+    """Five real updates; a second model replays them with the advantages (r - mean r) * w written out, and ends
+    with the same weights, while a replay with every w = 1 does not."""
+    model, tokenizer, engine = fresh
+    config = ExtractorConfig(buffer_size=2, learning_rate=1e-3, cooldown=1)
+    trainer = ExtractorTrainer(model, tokenizer.pad_token_id, config)
+    a, b, c, d = _samples(engine, 4)  # entries 100..103
+    start = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    trainer.add([a, b, c, d])
+    w2, w3 = 2**-0.5, 3**-0.5
+    plan = [  # (outcomes, the batch, its rewards, its weights)
+        ([(100, True), (101, False)], [a, b], [1, -1], [1, 1]),
+        ([(100, True), (102, False)], [a, c], [1, -1], [0, 1]),  # a was trained in the update just before
+        ([(100, False), (103, True)], [a, d], [-1, 1], [w2, 1]),  # a trained once (the cooldown one does not count)
+        ([(101, True), (102, False)], [b, c], [1, -1], [w2, w2]),
+        ([(100, True), (103, False)], [a, d], [1, -1], [w3, w2]),
+    ]
+    for outcomes, batch, rewards, weights in plan:
+        assert trainer.ready == []
+        metrics = _credit_and_step(trainer, outcomes)
+        advantages = [(r - sum(rewards) / 2) * w for r, w in zip(rewards, weights)]
+        assert metrics is not None and metrics["updates"] == 1
+        assert metrics["weight_mean"] == pytest.approx(sum(weights) / 2)
+        assert metrics["advantage_abs_mean"] == pytest.approx(sum(abs(x) for x in advantages) / 2)
+        assert metrics["trained_sequences"] == sum(x != 0 for x in advantages)  # a zero weight trains nothing
+    assert (a.times_trained, b.times_trained, c.times_trained, d.times_trained) == (3, 2, 2, 2)
+    assert trainer.updates == 5 and a.last_update == 5 and b.last_update == 4
+
+    def replay(unweighted):
+        copy, _ = load_model("tiny-random", seed=3)
+        assert all(torch.equal(start[k], v) for k, v in copy.state_dict().items())
+        reference = ExtractorTrainer(copy, tokenizer.pad_token_id, config)
+        for _, batch, rewards, weights in plan:
+            weights = [1.0] * len(weights) if unweighted else weights
+            advantages = torch.tensor([(r - sum(rewards) / 2) * w for r, w in zip(rewards, weights)])
+            reference.update(batch, advantages)
+        return copy.state_dict()
+
+    trained = model.state_dict()
+    weighted, unweighted = replay(False), replay(True)
+    assert all(torch.allclose(trained[k], weighted[k], atol=1e-6) for k in trained)
+    assert not all(torch.allclose(trained[k], unweighted[k], atol=1e-4) for k in trained)
+
+
+def test_without_reuse_a_trained_sample_is_forgotten_and_weights_stay_one(fresh):
+    model, tokenizer, engine = fresh
+    trainer = ExtractorTrainer(model, tokenizer.pad_token_id, ExtractorConfig(buffer_size=2, reuse_samples=False))
+    a, b, c = _samples(engine, 3)
+    trainer.add([a, b, c])
+    assert _credit_and_step(trainer, [(100, True), (101, False)])["weight_mean"] == 1.0
+    assert trainer.credit([_guided(100, True), _guided(101, True)], step=3) == 0  # their entries earn them nothing now
+    assert trainer.ready == [] and trainer.pending == [c]
+    # with reuse (the default) the same outcomes bring both back, at weight 0 right after their training
+    trainer = ExtractorTrainer(model, tokenizer.pad_token_id, ExtractorConfig(buffer_size=2))
+    a, b = _samples(engine, 2)
+    trainer.add([a, b])
+    _credit_and_step(trainer, [(100, True), (101, False)])
+    assert trainer.credit([_guided(100, True), _guided(101, True)], step=3) == 2 and trainer.ready == [a, b]
+    assert a.outcomes == [1.0]  # rewarded by the outcomes since its training only
+    assert trainer.maybe_step()["weight_mean"] == 0.0
+
+
+def test_the_buffer_keeps_the_newest_rewarded_samples_up_to_its_capacity(fresh):
+    model, tokenizer, engine = fresh
+    trainer = ExtractorTrainer(model, tokenizer.pad_token_id, ExtractorConfig(buffer_size=2, buffer_capacity=3))
+    a, b, c, d, e = _samples(engine, 5)
+    trainer.add([a, b, c, d, e])
+    trainer.credit([_guided(100, True), _guided(101, False), _guided(102, True), _guided(101, True), _guided(103, False)], step=2)
+    # a entered first and was pushed out by d, untrained; b's second outcome did not move it
+    assert trainer.ready == [b, c, d] and a.outcomes == [] and b.reward == 0.0
+    assert trainer.pending == [e, b, c, d]
+    # a is still linked to its entry (reuse): a new outcome brings it back, at the end, pushing out b
+    trainer.credit([_guided(100, False)], step=3)
+    assert trainer.ready == [c, d, a] and b.outcomes == []
+    metrics = trainer.maybe_step()
+    assert metrics["updates"] == 1 and trainer.ready == [a] and c.times_trained == d.times_trained == 1
+    assert a.times_trained == b.times_trained == 0
+
+
+def test_an_unbounded_buffer_trains_as_many_batches_as_are_ready_in_one_call(fresh):
+    model, tokenizer, engine = fresh
+    trainer = ExtractorTrainer(model, tokenizer.pad_token_id, ExtractorConfig(buffer_size=2, buffer_capacity=0))
+    samples = _samples(engine, 5)
+    trainer.add(samples)
+    trainer.credit([_guided(100 + i, i % 2 == 0) for i in range(5)], step=2)
+    assert trainer.ready == samples
+    metrics = trainer.maybe_step()
+    assert metrics["updates"] == 2 and trainer.updates == 2 and trainer.ready == [samples[4]]
+    assert metrics["trained_sequences"] == 2.0  # per update, averaged
+    assert trainer.maybe_step() is None
+
+
+def test_credit_alone_triggers_training_without_an_actor_step(fresh):
+    """Two updates within one actor step: each ``credit`` that completes a batch is followed by its update."""
+    model, tokenizer, engine = fresh
+    trainer = ExtractorTrainer(model, tokenizer.pad_token_id, ExtractorConfig(buffer_size=2))
+    samples = _samples(engine, 4)
+    trainer.add(samples)
+    before = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    assert _credit_and_step(trainer, [(100, True)], step=5) is None
+    assert _credit_and_step(trainer, [(101, False)], step=5)["updates"] == 1
+    assert not all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert _credit_and_step(trainer, [(102, True), (103, False)], step=5)["updates"] == 1
+    assert trainer.updates == 2
+    # an output whose reward is known at once (a rejected one) can complete a batch through ``add`` alone
+    (rejected,) = _samples(engine, 1)
+    rejected.entry_ids, rejected.outcomes = (), [-1.0]
+    trainer.add([rejected])
+    assert trainer.maybe_step() is None
+    trainer.credit([_guided(100, True)], step=5)  # sample 0 returns (reuse), past its cooldown
+    metrics = trainer.maybe_step()
+    assert metrics["updates"] == 1 and metrics["weight_mean"] == pytest.approx((1 + 2**-0.5) / 2)
+
+
+def _merge_sample(engine, entry_ids, parent_ids):
+    (sample,) = _samples(engine, 1)
+    sample.kind, sample.entry_ids, sample.parent_ids = "merge", entry_ids, parent_ids
+    return sample
+
+
+def test_credit_reaches_the_writers_of_merged_entries_through_a_chain_of_merges(fresh):
+    model, tokenizer, engine = fresh
+    trainer = ExtractorTrainer(model, tokenizer.pad_token_id, ExtractorConfig(buffer_size=8, reuse_samples=False))
+    d1, d2, d3 = _samples(engine, 3)
+    d1.entry_ids, d2.entry_ids, d3.entry_ids = (1, 2), (3,), (4,)
+    m1 = _merge_sample(engine, (10, 11), ((1, 2), ()))  # 10 merges 1 and 2 (both d1's); 11 is a plain add
+    m2 = _merge_sample(engine, (20,), ((10, 3),))  # 20 merges 10 and 3: two levels above 1 and 2
+    trainer.add([d1, d2, d3, m1, m2])
+    # 20's outcome reaches m2, m1, d1 (once, though it wrote both of 10's parents) and d2; never d3
+    assert trainer.credit([_guided(20, True)], step=2) == 4
+    assert (m2.outcomes, m1.outcomes, d1.outcomes, d2.outcomes, d3.outcomes) == ([1.0], [1.0], [1.0], [1.0], [])
+    assert trainer.credit([_guided(11, False)], step=2) == 1 and m1.outcomes == [1.0, -1.0]  # 11 has no parents
+    assert trainer.credit([_guided(10, False)], step=2) == 2 and d2.outcomes == [1.0]  # 10 is below 20, not above
+    # the chain survives a writer on it being forgotten: m1 trained (no reuse), 20 still reaches d1 and d2
+    trainer._forget([m1])
+    assert trainer.credit([_guided(20, False)], step=2) == 3 and d1.outcomes == [1.0, -1.0, -1.0]
+
+
+def test_without_credit_parents_only_the_writer_of_the_entry_shown_is_credited(fresh):
+    model, tokenizer, engine = fresh
+    trainer = ExtractorTrainer(model, tokenizer.pad_token_id, ExtractorConfig(credit_parents=False))
+    (d1,) = _samples(engine, 1)
+    d1.entry_ids = (1,)
+    m1 = _merge_sample(engine, (10,), ((1,),))
+    trainer.add([d1, m1])
+    assert trainer.credit([_guided(10, True)], step=2) == 1 and m1.outcomes == [1.0] and d1.outcomes == []
+
+
+def test_parent_links_are_dropped_once_no_writer_above_them_is_held(fresh):
+    model, tokenizer, engine = fresh
+    trainer = ExtractorTrainer(model, tokenizer.pad_token_id, ExtractorConfig(max_pending_steps=3))
+    (d1,) = _samples(engine, 1, step=1)
+    d1.entry_ids = (1,)
+    m1 = _merge_sample(engine, (10,), ((1,),))
+    m1.step = 3
+    m2 = _merge_sample(engine, (20,), ((999,),))  # replaced an entry nobody here wrote: nothing to link to
+    m2.step = 3
+    trainer.add([d1, m1, m2])
+    assert trainer._parents == {10: (1,)}
+    trainer.credit([], step=4)  # d1 is stale
+    assert trainer.pending == [m1, m2] and trainer._parents == {}
+
+
+def test_a_trained_sample_is_kept_for_reuse_only_while_its_entries_are_used(fresh):
+    model, tokenizer, engine = fresh
+    trainer = ExtractorTrainer(model, tokenizer.pad_token_id, ExtractorConfig(buffer_size=2, max_pending_steps=3))
+    a, b = _samples(engine, 2)
+    trainer.add([a, b])
+    _credit_and_step(trainer, [(100, True), (101, False)], step=2)
+    trainer.credit([_guided(100, True)], step=4)  # a returns; b's last outcome was at step 2
+    assert trainer.ready == [a]
+    trainer.credit([], step=5)
+    assert trainer.credit([_guided(101, True)], step=5) == 0  # b was forgotten at step 5 = 2 + max_pending_steps
+    assert trainer.credit([_guided(100, True)], step=5) == 1
+
+
+def test_a_merge_reply_records_the_ids_each_new_entry_replaced(tmp_path, fresh):
+    from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
+    from comprl.experience.track import ExperienceTrack
+
+    _, tokenizer, engine = fresh
+    bank = ExperienceBank(tmp_path / "bank.duckdb", Embedder())
+    try:
+        track = ExperienceTrack(engine, bank, ExtractorConfig(style="lines"), task="t")
+        ids = bank.apply([Write("add", entry=NewEntry(f"L{i}", f"Lesson {i}.")) for i in range(3)], step=0, task="t")
+        raw = "<answer>\nADD New :: A new lesson.\nUPDATE 0,2 Both :: Lessons 0 and 2.\n</answer>"
+        sample = track.apply_output(ExtractorSample(kind="distill", step=1), raw, ids, step=1, source="s")
+        assert len(sample.entry_ids) == 2 and sample.parent_ids == ((), (ids[0], ids[2]))
+    finally:
+        bank.close()

@@ -1,0 +1,32 @@
+"""The experience side of Complementary RL: bank, extractor, its trainer, and the manager that runs them.
+
+The actor side talks to it only through :class:`~comprl.experience.manager.ExperienceManager` (hosted by
+:func:`~comprl.experience.manager.connect`) with :class:`~comprl.experience.episode.Episode` and
+:class:`~comprl.experience.episode.Outcome` records; nothing here imports the actor side.
+"""
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "ExperienceManager": "comprl.experience.manager",
+    "RayExperienceManager": "comprl.experience.manager",
+    "connect": "comprl.experience.manager",
+    "Episode": "comprl.experience.episode",
+    "Outcome": "comprl.experience.episode",
+    "ExperienceBank": "comprl.experience.bank",
+    "Embedder": "comprl.experience.bank",
+    "Entry": "comprl.experience.bank",
+}
+"""Public name -> its module, imported on first use (the bank alone, e.g. for the explorer, loads no model code)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'comprl.experience' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = sorted(_EXPORTS)

@@ -671,3 +671,111 @@ def to_writes(parsed: Parsed, ids: Sequence[int]) -> list[Write]:
         elif operation.op == "discard":
             writes.append(Write("discard", targets=targets))
     return writes
+
+
+# --------------------------------------------------------------------------------------------------------------
+# search_and_ask: the actor's mid-episode question, answered by rewriting one bank entry
+# --------------------------------------------------------------------------------------------------------------
+
+SEARCH_TAG = "knowledge_search_and_ask"
+"""Name of the tag in which the actor writes a search_and_ask question (the official code's tag)."""
+SEARCH_OPEN = f"<{SEARCH_TAG}>"
+SEARCH_CLOSE = f"</{SEARCH_TAG}>"
+"""Closing tag of a question; rollouts add it to the actor's stop strings so a reply ends right after it."""
+
+_ADVICE_LABEL = re.compile(r"(?:advice|lesson)\s*:", re.IGNORECASE)
+
+
+def _refine_system(fmt: ExtractorFormat) -> str:
+    task = (
+        "An agent playing a text task stopped to ask a question, and the closest lesson in its bank is shown. "
+        "Rewrite that lesson so that it answers the question: keep what helps with it, drop what does not apply, "
+        "and say plainly what to do. Do not claim more than the lesson supports."
+    )
+    if fmt.style == "note":
+        return (
+            f"{task} Answer with the advice only, as one sentence on one line of at most "
+            f"{fmt.max_content_chars} characters."
+        )
+    if fmt.style == "lines":
+        return (
+            f"{task}\n"
+            f"Give the advice between <answer> and </answer> as plain text of at most {fmt.max_content_chars} "
+            "characters.\n"
+            "Example:\n"
+            "<answer>\n"
+            "The goal is often out of sight: walk along the walls until it appears, then go straight to it.\n"
+            "</answer>"
+        )
+    return (
+        f"{task} The advice has at most {fmt.max_content_chars} characters.\n"
+        "\n"
+        "Think briefly, then write your answer as a JSON object between <answer> and </answer>:\n"
+        "<answer>\n"
+        '{"content": "<advice>"}\n'
+        "</answer>\n"
+        "An answer that is not such an object (invalid JSON, a missing or extra field) or whose advice is empty "
+        "or too long is thrown away."
+    )
+
+
+def _render_entry(entry: EntryLike, fmt: ExtractorFormat) -> str:
+    if fmt.style == "note":
+        return entry.content
+    if fmt.style == "lines":
+        return f"{entry.title} {_SEPARATOR} {entry.content}"
+    return f"title: {entry.title}\ncontent: {entry.content}"
+
+
+def refine_messages(entry: EntryLike, query: str, fmt: ExtractorFormat) -> list[dict[str, str]]:
+    """The chat (system, user) asking the extractor to rewrite one bank entry as an answer to the actor's question.
+
+    This is the extractor's side of the search_and_ask tool: the manager retrieves ``entry`` for ``query`` (the
+    text the actor wrote between :data:`SEARCH_OPEN` and :data:`SEARCH_CLOSE`) and shows the extractor both; the
+    rewrite is what the actor reads next. The answer follows ``fmt.style`` (checked by :func:`parse_refine`).
+    """
+    question = query.strip() or "(the agent wrote no question)"
+    closing = "Now write the advice." if fmt.style == "note" else "Now think briefly and answer."
+    user = f"Question from the agent:\n{question}\n\nLesson:\n{_render_entry(entry, fmt)}\n\n{closing}"
+    return [{"role": "system", "content": _refine_system(fmt)}, {"role": "user", "content": user}]
+
+
+def parse_refine(text: str, fmt: ExtractorFormat) -> str | None:
+    """The advice of a :func:`refine_messages` answer, or None when the answer is rejected.
+
+    json style: the last ``<answer>`` block must hold a JSON object whose only field is a string ``content``;
+    lines style: the advice is the text of the last ``<answer>`` block; note style: the first line of the reply,
+    without an ``Advice:`` or ``Lesson:`` label. The advice, stripped of surrounding whitespace, must be
+    non-empty, at most ``fmt.max_content_chars`` long and free of NUL characters and lone surrogates, the checks
+    an entry's content passes. Never raises on any string; a non-string is a programming error (ValueError).
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"extractor output must be a str, got {type(text).__name__}")
+    try:
+        if fmt.style == "note":
+            advice = text.strip()
+            label = _ADVICE_LABEL.match(advice)
+            advice = advice[label.end() :] if label else advice
+            advice = advice.strip().split("\n", 1)[0]
+        elif fmt.style == "lines":
+            advice = _answer_block(text)
+        else:
+            advice = _json_advice(_answer_block(text))
+        advice = advice.strip()
+        _check_text(advice, "content", fmt.max_content_chars, 0, "refine")
+    except _Rejected:
+        return None
+    return advice
+
+
+def _json_advice(answer: str) -> str:
+    try:
+        value = json.loads(answer)
+    except (ValueError, RecursionError):
+        raise _Rejected("bad_json", "the answer is not valid JSON") from None
+    if not isinstance(value, dict) or set(value) != {"content"} or not isinstance(value["content"], str):
+        raise _Rejected("bad_type", 'the answer must be {"content": "<advice>"}')
+    return value["content"]
+
+
+__all__ += ["SEARCH_TAG", "SEARCH_OPEN", "SEARCH_CLOSE", "refine_messages", "parse_refine"]

@@ -1,10 +1,9 @@
-"""The experience track of one experiment: the extractor LLM reading trajectories and writing the bank.
+"""The extractor at work on one task: reading finished episodes and writing the bank.
 
 :class:`ExperienceTrack` ties together an extractor generation engine, an :class:`~comprl.experience.bank.ExperienceBank`
-and the prompts/validation of :mod:`comprl.experience.prompts`:
+and the prompts/validation of :mod:`comprl.experience.prompts` (the manager, :mod:`comprl.experience.manager`,
+keeps one per task over one shared bank and schedules their work):
 
-- ``retrieve`` answers the actor's guided episodes (one entry each, by cosine similarity within the task with
-  the paper's diversity re-ranking);
 - ``distill`` prompts the extractor with finished trajectories and applies each valid answer atomically;
 - ``merge`` slides over the bank in chunks and lets the extractor merge, rewrite or discard entries.
 
@@ -15,21 +14,22 @@ whole, logged in the bank's operations log with their reason, and counted; the b
 
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from comprl.experience.bank import BankWriteError, Entry, ExperienceBank, Hit
+from comprl.experience.bank import BankWriteError, Entry, ExperienceBank
 from comprl.chat import ChatFormat
-from comprl.config import BankConfig, ExtractorConfig
+from comprl.config import ExtractorConfig
 from comprl.experience.prompts import (
     ExtractorFormat,
     distill_messages,
     merge_messages,
     parse_distill,
     parse_merge,
+    parse_refine,
+    refine_messages,
     to_writes,
 )
 from comprl.llm.engine import GenerationEngine, SamplingParams
@@ -45,8 +45,6 @@ class TrackStats:
     valid: int = 0
     writes_applied: int = 0
     rejected: Counter = field(default_factory=Counter)
-    retrieval_seconds: float = 0.0
-    retrieval_queries: int = 0
     extraction_seconds: float = 0.0
     merge_seconds: float = 0.0
 
@@ -56,8 +54,6 @@ class TrackStats:
             "extractor_valid": float(self.valid),
             "extractor_rejected": float(sum(self.rejected.values())),
             "bank_writes_applied": float(self.writes_applied),
-            "retrieval_seconds": self.retrieval_seconds,
-            "retrieval_ms_per_query": 1000 * self.retrieval_seconds / max(self.retrieval_queries, 1),
             "extraction_seconds": self.extraction_seconds,
             "merge_seconds": self.merge_seconds,
         }
@@ -69,13 +65,11 @@ class ExperienceTrack:
     """Retrieval for the actor, distillation and merging by the extractor, for one task's bank."""
 
     def __init__(
-        self, engine: GenerationEngine, bank: ExperienceBank, config: ExtractorConfig, task: str, retrieval: BankConfig = BankConfig()
-    ) -> None:
+        self, engine: GenerationEngine, bank: ExperienceBank, config: ExtractorConfig, task: str) -> None:
         self.engine = engine
         self.bank = bank
         self.config = config
         self.task = task
-        self.retrieval = retrieval
         self.format = ExtractorFormat(style=config.style)
         self.chat = ChatFormat.from_tokenizer(engine.tokenizer)
         # a note is one line; the other styles end with their answer block
@@ -88,30 +82,6 @@ class ExperienceTrack:
         metrics = self.stats.as_metrics()
         self.stats = TrackStats()
         return metrics
-
-    def retrieve(self, queries: Sequence[str]) -> list[Entry | None]:
-        """The entry shown for each query, or None while this task's bank is empty.
-
-        Diversity re-ranking (paper, "Experience operations"): among the ``candidates`` nearest entries,
-        the one with the best similarity - lambda * log(1 + uses) - 1[already shown to an earlier query of this
-        batch], so that one popular entry does not guide every episode. (The official code's "recently used"
-        window is in seconds; within one synchronous batch, "recent" means earlier in the batch.)
-        """
-        started = time.perf_counter()
-        shown: set[int] = set()
-        chosen: list[Entry | None] = []
-        for found in self.bank.search(list(queries), k=self.retrieval.candidates, task=self.task):
-            best = max(found, key=lambda hit: self._rank(hit, shown), default=None)
-            chosen.append(None if best is None else best.entry)
-            if best is not None:
-                shown.add(best.entry.id)
-        self.stats.retrieval_seconds += time.perf_counter() - started
-        self.stats.retrieval_queries += len(queries)
-        return chosen
-
-    def _rank(self, hit: Hit, shown: set[int]) -> float:
-        penalty = self.retrieval.diversity_lambda * math.log1p(hit.entry.uses)
-        return hit.score - penalty - (1.0 if hit.entry.id in shown else 0.0)
 
     def distill(self, episodes: Sequence[Episode], step: int) -> list[ExtractorSample]:
         """Ask the extractor for operations on each episode and apply the valid answers."""
@@ -143,6 +113,17 @@ class ExperienceTrack:
         self.stats.merge_seconds += time.perf_counter() - started
         return samples
 
+    def refine(self, entry: Entry, query: str) -> str | None:
+        """search_and_ask: the extractor's rewrite of ``entry`` as an answer to the actor's ``query``, or None
+        when its reply fails validation (counted as ``rejected_refine``). Refinements are not training samples."""
+        prefix = self.chat.encode(self.config.response_prefix) if self.config.response_prefix else []
+        system, user = refine_messages(entry, query, self.format)
+        (completion,) = self.engine.generate([self.chat.start(system["content"], user["content"]) + prefix], self.sampling)
+        answer = parse_refine(self.config.response_prefix + completion.text, self.format)
+        if answer is None:
+            self.stats.rejected["refine"] += 1
+        return answer
+
     def _generate(self, prompts: list[list[dict[str, str]]], kind: str, step: int) -> list[tuple[ExtractorSample, str]]:
         """One batched extractor call; each reply comes back as a sample (tokens, log-probs) and its full text."""
         if not prompts:
@@ -162,8 +143,10 @@ class ExperienceTrack:
         """Validate one extractor reply, apply it atomically, and record the new entry ids on its sample.
 
         ``ids`` are the bank ids of the entries the prompt showed, in prompt order; ``sample.kind`` says which
-        prompt it answered. A rejection (by the validator, or by the bank, e.g. an update of an entry deleted
-        meanwhile) is logged with its reason and counted, and earns the configured invalid-output reward, if any.
+        prompt it answered. With the new entry ids the sample records, per new entry, the ids it replaced (an
+        update/merge's targets), through which the trainer credits the writers of merged entries. A rejection (by
+        the validator, or by the bank, e.g. an update of an entry deleted meanwhile) is logged with its reason and
+        counted, and earns the configured invalid-output reward, if any.
         """
         parse = parse_distill if sample.kind == "distill" else parse_merge
         parsed = parse(raw, len(ids), self.format)
@@ -178,6 +161,7 @@ class ExperienceTrack:
                 self.stats.valid += 1
                 self.stats.writes_applied += len(writes)
                 sample.entry_ids = tuple(new_ids)
+                sample.parent_ids = tuple(w.targets for w in writes if w.entry is not None)
                 return sample
         self.stats.rejected[reason] += 1
         self.bank.log_rejection(step=step, task=self.task, reason=reason, source=source, raw=raw, origin=sample.kind)

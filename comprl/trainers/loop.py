@@ -7,6 +7,7 @@ experience-guided and experience-free halves, and which of the two learners is u
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import random
 import shutil
@@ -18,17 +19,15 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from comprl.experience.bank import Embedder, ExperienceBank
-from comprl.config import TRAINS_ACTOR, TRAINS_EXTRACTOR, ExperimentConfig
+from comprl.config import TRAINS_ACTOR, ExperimentConfig
 from comprl.envs import make
 from comprl.envs.base import EVAL_SEED_OFFSET  # evaluation plays seeds EVAL_SEED_OFFSET + i
 from comprl.experience.episode import Outcome
-from comprl.experience.track import ExperienceTrack
+from comprl.experience.manager import Manager, connect
 from comprl.llm import HFEngine, load_model
-from comprl.rollout import Retriever, Trajectory, run_episodes, summarize
+from comprl.rollout import Trajectory, run_episodes, summarize
 from comprl.runs import Run
 from comprl.trainers.actor import ActorTrainer
-from comprl.experience.trainer import ExtractorTrainer
 
 log = logging.getLogger(__name__)
 
@@ -52,15 +51,18 @@ def training_seeds(config: ExperimentConfig, step: int) -> list[int]:
 
 
 def evaluate(
-    engine: HFEngine, envs: Sequence, config: ExperimentConfig, retrieve: Retriever | None = None, progress: bool = False
+    engine: HFEngine, envs: Sequence, config: ExperimentConfig, search: Search | None = None, progress: bool = False
 ) -> dict[str, float]:
-    """Success and episode statistics on the held-out evaluation seeds; every episode guided when ``retrieve`` is given."""
+    """Success and episode statistics on the held-out evaluation seeds; every episode guided when ``search`` is
+    given (called with each chunk's queries and seeds; evaluation searches do not record retrievals, so what an
+    episode is shown does not depend on how the episodes are chunked)."""
     rollout = dataclasses.replace(config.rollout, temperature=config.eval_temperature)
     trajectories: list[Trajectory] = []
     seeds = [EVAL_SEED_OFFSET + i for i in range(config.eval_episodes)]
     for start in range(0, len(seeds), len(envs)):
         chunk = seeds[start : start + len(envs)]
-        guided = [retrieve is not None] * len(chunk)
+        retrieve = None if search is None else functools.partial(search, seeds=chunk)
+        guided = [search is not None] * len(chunk)
         trajectories += run_episodes(engine, envs[: len(chunk)], chunk, rollout, guided=guided, retrieve=retrieve, progress=progress)
     return summarize(trajectories)
 
@@ -78,6 +80,9 @@ def distill_choice(config: ExperimentConfig, step: int, n: int) -> list[int]:
         return list(range(n))
     return sorted(int(i) for i in np.random.default_rng([config.seed, step, 1]).choice(n, size=k, replace=False))
 
+
+Search = Callable[..., Sequence]
+"""``manager.search`` with its task bound: (queries, seeds=...) -> one entry or None per query."""
 
 MetricsCallback = Callable[[int, dict[str, float], str], None]
 """Called with (step, metrics, phase) after every logged row, e.g. ``comprl.widgets.LiveTrainingPlot.callback``."""
@@ -115,110 +120,106 @@ def run_experiment(
     model, tokenizer = load_model(config.model, dtype=dtype, device=device, seed=config.seed)
     actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor) if TRAINS_ACTOR[config.method] else None
     engine = HFEngine(actor.model if actor else model, tokenizer)
-    track, extractor = _experience_track(config, run, dtype, device) if config.uses_experience else (None, None)
-    retrieve = track.retrieve if track else None
-
-    if config.eval_episodes:
-        _log_eval(record, 0, engine, envs, config, track)
-    guided = split_halves(config)
-    groups = [g for g in range(config.batch_instances) for _ in range(config.group_size)]
-    bar = tqdm(range(1, config.steps + 1), desc=f"{config.method} on {config.env_id}", unit="step", disable=not progress)
-    for step in bar:
-        tokens0, seconds0 = engine.stats["generated_tokens"], engine.stats["seconds"]
-        started = time.perf_counter()
-        seeds = [s for s in training_seeds(config, step) for _ in range(config.group_size)]
-        trajectories = run_episodes(engine, envs, seeds, config.rollout, groups=groups, guided=guided, retrieve=retrieve)
-        generated = engine.stats["generated_tokens"] - tokens0
-        metrics = {
-            **summarize(trajectories),
-            "generated_tokens": generated,
-            "tokens_per_second": generated / max(engine.stats["seconds"] - seconds0, 1e-9),
-            "rollout_seconds": time.perf_counter() - started,
-        }
-        if actor is not None:
-            update = actor.step(trajectories)
-            engine.sync_weights()
-            metrics.update({f"actor_{k}": v for k, v in update.items() if k != "update_seconds"})
-            metrics["update_seconds"] = update["update_seconds"]
-        if track is not None:
-            metrics.update(_experience_step(config, step, trajectories, track, extractor))
-        metrics["step_seconds"] = time.perf_counter() - started
-        record(step, "train", metrics)
-        bar.set_postfix(success=f"{metrics['success_rate']:.2f}", invalid=f"{metrics['invalid_action_rate']:.2f}")
-        log.info(
-            "step %d/%d: success %.2f, invalid actions %.2f, %.0f tokens/s, rollout %.0fs, update %.0fs%s",
-            step, config.steps, metrics["success_rate"], metrics["invalid_action_rate"], metrics["tokens_per_second"],
-            metrics["rollout_seconds"], metrics.get("update_seconds", 0.0),
-            f", bank {metrics['bank_size']:.0f} entries, extractor outputs valid {metrics['extractor_valid']:.0f}"
-            f"/{metrics['extractor_outputs']:.0f}" if track else "",
-        )
-    if config.eval_episodes:
-        _log_eval(record, config.steps, engine, envs, config, track)
-    if track is not None:
-        track.bank.close()
+    manager = _experience_manager(config, run, device) if config.uses_experience else None
+    task = config.env_id
+    try:
+        if config.eval_episodes:
+            _log_eval(record, 0, engine, envs, config, manager)
+        guided = split_halves(config)
+        groups = [g for g in range(config.batch_instances) for _ in range(config.group_size)]
+        bar = tqdm(range(1, config.steps + 1), desc=f"{config.method} on {config.env_id}", unit="step", disable=not progress)
+        for step in bar:
+            tokens0, seconds0 = engine.stats["generated_tokens"], engine.stats["seconds"]
+            started = time.perf_counter()
+            seeds = [s for s in training_seeds(config, step) for _ in range(config.group_size)]
+            retrieve = None
+            if manager is not None:
+                guided_seeds = [s for s, g in zip(seeds, guided) if g]
+                retrieve = functools.partial(manager.search, task=task, seeds=guided_seeds)
+            ask = manager.search_and_ask if manager is not None and config.experience.search_and_ask else None
+            trajectories = run_episodes(
+                engine, envs, seeds, config.rollout, groups=groups, guided=guided, retrieve=retrieve, ask=ask,
+                ask_uses=config.experience.search_and_ask_uses,
+            )
+            generated = engine.stats["generated_tokens"] - tokens0
+            metrics = {
+                **summarize(trajectories),
+                "generated_tokens": generated,
+                "tokens_per_second": generated / max(engine.stats["seconds"] - seconds0, 1e-9),
+                "rollout_seconds": time.perf_counter() - started,
+            }
+            waited = time.perf_counter()
+            if manager is not None:
+                used = [t for t in trajectories if t.guided and t.experience_ids]
+                manager.credit([Outcome(t.experience_ids[0], t.success) for t in used], step)
+                manager.submit([trajectories[i].episode(step) for i in distill_choice(config, step, len(trajectories))])
+            experience_seconds = time.perf_counter() - waited
+            if actor is not None:
+                if manager is not None:
+                    waited = time.perf_counter()
+                    manager.fence()
+                    experience_seconds += time.perf_counter() - waited
+                update = actor.step(trajectories)
+                engine.sync_weights()
+                metrics.update({f"actor_{k}": v for k, v in update.items() if k != "update_seconds"})
+                metrics["update_seconds"] = update["update_seconds"]
+            if manager is not None:
+                waited = time.perf_counter()
+                manager.step_done(step)
+                metrics.update(_halves(trajectories))
+                metrics.update(manager.stats())
+                metrics["experience_seconds"] = experience_seconds + time.perf_counter() - waited
+            metrics["step_seconds"] = time.perf_counter() - started
+            record(step, "train", metrics)
+            bar.set_postfix(success=f"{metrics['success_rate']:.2f}", invalid=f"{metrics['invalid_action_rate']:.2f}")
+            log.info(
+                "step %d/%d: success %.2f, invalid actions %.2f, %.0f tokens/s, rollout %.0fs, update %.0fs%s",
+                step, config.steps, metrics["success_rate"], metrics["invalid_action_rate"], metrics["tokens_per_second"],
+                metrics["rollout_seconds"], metrics.get("update_seconds", 0.0),
+                f", bank {metrics['bank_size']:.0f} entries, extractor outputs valid {metrics.get('extractor_valid', 0):.0f}"
+                f"/{metrics.get('extractor_outputs', 0):.0f}" if manager else "",
+            )
+        if config.eval_episodes:
+            _log_eval(record, config.steps, engine, envs, config, manager)
+    finally:
+        if manager is not None:
+            report = manager.close()
+            log.info("experience manager closed: %s", report)
     return run
 
 
-def _experience_track(
-    config: ExperimentConfig, run: Run, dtype: torch.dtype, device: torch.device
-) -> tuple[ExperienceTrack, ExtractorTrainer | None]:
-    """The extractor (its own weights), the run's bank file, and the extractor trainer if this method trains it."""
-    model, tokenizer = load_model(config.extractor.model, dtype=dtype, device=device, seed=config.seed + 1)
-    trainer = ExtractorTrainer(model, tokenizer.pad_token_id, config.extractor) if TRAINS_EXTRACTOR[config.method] else None
-    engine = HFEngine(trainer.model if trainer else model, tokenizer)
+def _experience_manager(config: ExperimentConfig, run: Run, device: torch.device) -> Manager:
+    """The experience side of the run, on the run's bank file (a copy of ``bank.init_from`` when given)."""
     if config.bank.init_from is not None:
         if not Path(config.bank.init_from).is_file():
             raise FileNotFoundError(f"bank.init_from={config.bank.init_from!r}: no such bank file")
         shutil.copyfile(config.bank.init_from, run.bank_path)
-    bank = ExperienceBank(
-        run.bank_path, Embedder(config.bank.embedder, device=str(device)), capacity=config.bank.capacity, use_vss=config.bank.use_vss
-    )
-    return ExperienceTrack(engine, bank, config.extractor, task=config.env_id, retrieval=config.bank), trainer
+    return connect(config, run.bank_path, device=str(device))
 
 
-def _experience_step(
-    config: ExperimentConfig, step: int, trajectories: Sequence[Trajectory], track: ExperienceTrack,
-    extractor: ExtractorTrainer | None,
-) -> dict[str, float]:
-    """After the actor's rollouts: bank usage counts, credit, extractor update, distillation, merge; their metrics."""
+def _halves(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """Success of the guided and the free half, and how many guided episodes were shown an entry."""
     guided = [t for t in trajectories if t.guided]
-    free = [t for t in trajectories if not t.guided]
-    used = [t for t in guided if t.experience_ids]
-    track.bank.record_uses([t.experience_ids[0] for t in used], [t.success for t in used], step)
-    metrics = {
+    return {
         "guided_success_rate": summarize(guided)["success_rate"],
-        "free_success_rate": summarize(free)["success_rate"],
-        "guided_with_entry": float(len(used)),
+        "free_success_rate": summarize([t for t in trajectories if not t.guided])["success_rate"],
+        "guided_with_entry": float(sum(1 for t in guided if t.experience_ids)),
     }
-    if extractor is not None:
-        extractor.credit([Outcome(t.experience_ids[0], t.success) for t in used], step)
-        update = extractor.maybe_step()
-        if update is not None:
-            track.engine.sync_weights()
-            metrics.update({f"extractor_{k}": v for k, v in update.items()})
-    samples = track.distill([trajectories[i].episode(step) for i in distill_choice(config, step, len(trajectories))], step)
-    if config.extractor.merge_every and step % config.extractor.merge_every == 0:
-        samples += track.merge(step)
-    if extractor is not None:
-        extractor.add(samples)
-        metrics["extractor_pending"] = float(len(extractor.pending))
-        metrics["extractor_ready"] = float(len(extractor.ready))
-    metrics.update(track.take_stats())
-    metrics["bank_size"] = float(len(track.bank))
-    return metrics
 
 
 def _log_eval(
-    record: Callable[[int, str, dict[str, float]], None], step: int, engine: HFEngine, envs: Sequence, config: ExperimentConfig, track: ExperienceTrack | None
+    record: Callable[[int, str, dict[str, float]], None], step: int, engine: HFEngine, envs: Sequence, config: ExperimentConfig,
+    manager: Manager | None,
 ) -> None:
     """Evaluation rows: experience-free, and for methods with a bank also with experience (``guided_*`` columns)."""
     metrics = evaluate(engine, envs, config)
-    if track is not None:
-        with_experience = evaluate(engine, envs, config, retrieve=track.retrieve)
+    if manager is not None:
+        search = functools.partial(manager.search, task=config.env_id, record=False)
+        with_experience = evaluate(engine, envs, config, search=search)
         metrics.update({f"guided_{k}": v for k, v in with_experience.items() if k != "episodes"})
-        track.take_stats()  # evaluation lookups are not part of the next training step's counters
+        manager.stats()  # evaluation lookups are not part of the next training step's counters
     record(step, "eval", metrics)
     log.info(
         "eval after step %d: success %.2f over %d episodes%s", step, metrics["success_rate"], metrics["episodes"],
-        f" (with experience {metrics['guided_success_rate']:.2f})" if track else "",
+        f" (with experience {metrics['guided_success_rate']:.2f})" if manager else "",
     )

@@ -1,8 +1,9 @@
 """The experience bank shared by the actor and the extractor.
 
 :class:`ExperienceBank` stores entries, their embeddings and a log of every operation in one DuckDB file, and
-answers nearest-neighbour queries (HNSW via the ``vss`` extension, or exact). :class:`Embedder` turns texts into
-vectors. Writes come as :class:`Write` batches that are applied whole or not at all.
+answers nearest-neighbour queries (by default exactly, from an in-memory index kept in step with the file; or
+HNSW via the ``vss`` extension; or brute force in SQL). :class:`Embedder` turns texts into vectors. Writes come as
+:class:`Write` batches that are applied whole or not at all.
 """
 
 from comprl.experience.bank.embedder import DEFAULT_MODEL, Embedder

@@ -1,0 +1,60 @@
+"""Rollout overhead of the experience manager (paper RQ3): modes none / sync / async side by side, per batch size.
+
+    python benchmarks/rollout_overhead.py                                   # tiny random models, 4..32 rollouts/step
+    python benchmarks/rollout_overhead.py --profile cpu --batch-sizes 4 8   # SmolLM2-135M actor and extractor
+
+Every (mode, batch size) is a real training run in a fresh process pinned to the actor's cores; the async manager
+runs in a Ray process on the other cores (``comprl.latency``). Prints, per batch size, the rollout and step time
+per step, their ratio to ``none`` measured in the same run of this script, and the search time per step, then the
+verdict against the targets: async rollout <= 1.02x none at every size, sync visibly above.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import pandas as pd
+
+from comprl.latency import measure_overhead, plot_overhead
+
+ASYNC_TARGET = 1.02
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", default="smoke", choices=("smoke", "cpu"))
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[4, 8, 16, 32], help="rollouts per step")
+    parser.add_argument("--steps", type=int, default=8, help="training steps per run")
+    parser.add_argument("--skip", type=int, default=2, help="warm-up steps dropped from every run")
+    parser.add_argument("--out", default="results/rollout_overhead", help="run folders and the figure go here")
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    table = measure_overhead(args.profile, args.batch_sizes, steps=args.steps, skip=args.skip, output_dir=args.out)
+    plot_overhead(table, f"{args.out}/rollout_overhead")
+    table.to_csv(f"{args.out}/rollout_overhead.csv", index=False)
+
+    print(f"profile={args.profile}, {args.steps} steps per run, first {args.skip} dropped; {table.attrs['core_split']}")
+    columns = ["batch_size", "mode", "steps", "rollout_s", "rollout_ratio", "step_s", "step_ratio", "search_s", "queries", "experience_s"]
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(table[columns].round(3).to_string(index=False))
+    print(verdict(table))
+    print(f"wall time {time.perf_counter() - started:.0f}s; figure and table in {args.out}/")
+
+
+def verdict(table: pd.DataFrame) -> str:
+    """One line per mode: its rollout ratio range and whether it meets the target."""
+    lines = []
+    for mode, rows in table[table["mode"] != "none"].groupby("mode", sort=False):
+        worst = rows["rollout_ratio"].max()
+        span = f"rollout {rows['rollout_ratio'].min():.3f}x..{worst:.3f}x of none"
+        if mode == "async":
+            lines.append(f"async: {span}: {'MEETS' if worst <= ASYNC_TARGET else 'MISSES'} the target <= {ASYNC_TARGET}x at every size")
+        else:
+            lines.append(f"{mode}: {span}; whole step {rows['step_ratio'].min():.2f}x..{rows['step_ratio'].max():.2f}x of none")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

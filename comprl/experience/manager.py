@@ -1,0 +1,614 @@
+"""The experience manager: the paper's background track, one class hosted two ways.
+
+:class:`ExperienceManager` owns everything on the experience side of a run (the bank file, the extractor model
+with its prompts and validation, the CISPO trainer and its sample buffer, merging, retrieval) and offers the actor
+side one small interface:
+
+- :meth:`~ExperienceManager.search` — batched retrieval, one entry per query (or per task instance);
+- :meth:`~ExperienceManager.submit` — finished episodes for the extractor to distil;
+- :meth:`~ExperienceManager.credit` — how the guided episodes that were shown an entry ended;
+- :meth:`~ExperienceManager.fence` / :meth:`~ExperienceManager.step_done` — the actor's weight update
+  begins / its step is over (fencing, the merge schedule);
+- :meth:`~ExperienceManager.search_and_ask` — the actor's mid-episode question, answered by the extractor;
+- :meth:`~ExperienceManager.stats` and :meth:`~ExperienceManager.close`.
+
+:func:`connect` hosts it as ``ExperienceConfig.mode`` says. ``"sync"``: in the caller's process, every call done
+before it returns (the reference behaviour). ``"async"``: a Ray actor in its own process
+(:class:`RayExperienceManager` is the client), where a background thread drains the distillation queue, runs the
+merges and trains the extractor whenever its buffer is full, while searches are batched (at most
+``query_batch`` queries or ``query_wait_ms`` after the first, one embedding call per batch) and run on
+``search_workers`` threads under the bank's read lock. A search never waits for distillation: the bank's
+writer-priority lock is held by a write only while its rows are written, never while the extractor generates.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import threading
+import time
+from collections import Counter, deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from comprl.config import TRAINS_EXTRACTOR, ExperimentConfig
+from comprl.experience.bank import Embedder, Entry, ExperienceBank, Hit
+from comprl.experience.episode import Episode, Outcome
+from comprl.experience.trainer import ExtractorSample, ExtractorTrainer
+from comprl.experience.track import ExperienceTrack
+from comprl.llm import HFEngine, load_model
+
+_SEED_IN_SOURCE = re.compile(r"/seed(-?\d+)$")
+
+
+@dataclass
+class _Query:
+    text: str
+    task: str
+    seed: int | None
+    record: bool
+    result: Future
+
+
+def queue_path(bank_path: str | Path) -> Path:
+    """Where ``close`` persists undistilled episodes (``shutdown="persist"``) for a resumed run."""
+    return Path(f"{bank_path}.queue.jsonl")
+
+
+class ExperienceManager:
+    """The experience side of one run, behind the interface the actor side calls.
+
+    Args:
+        config: the experiment (its ``extractor``, ``bank`` and ``experience`` parts, ``method``, ``seed``,
+            ``dtype``).
+        bank_path: the run's bank file (created if missing; a persisted queue beside it is picked up).
+        device: torch device of the extractor and the embedder.
+        background: run distillation, merges and extractor updates on a background thread and searches on a
+            batching thread with ``search_workers`` workers (what the Ray-hosted manager does); False = every call
+            does its work before returning (``mode="sync"``).
+        clock: seconds, for the "recently retrieved" window (injectable for tests).
+    """
+
+    def __init__(
+        self,
+        config: ExperimentConfig,
+        bank_path: str | Path,
+        *,
+        device: str = "cpu",
+        background: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        exp = config.experience
+        if background and exp.manager_cores:
+            os.sched_setaffinity(0, exp.manager_cores)
+            torch.set_num_threads(len(exp.manager_cores))
+        self.config = config
+        self.background = background
+        self._clock = clock
+        self._rng = np.random.default_rng([config.seed, 7])  # retrieval dropout
+        # The extractor samples from its own torch random state, so that what it writes depends on its inputs and
+        # the seed alone: not on the actor's sampling in the same process (sync) nor on the host (sync or Ray).
+        self._torch_rng = torch.Generator().manual_seed(config.seed + 1).get_state()
+        dtype = getattr(torch, config.dtype)
+        model, tokenizer = load_model(config.extractor.model, dtype=dtype, device=torch.device(device), seed=config.seed + 1)
+        self.trainer = (
+            ExtractorTrainer(model, tokenizer.pad_token_id, config.extractor) if TRAINS_EXTRACTOR[config.method] else None
+        )
+        self.engine = HFEngine(self.trainer.model if self.trainer else model, tokenizer)
+        self.bank = ExperienceBank(
+            bank_path, Embedder(config.bank.embedder, device=device), capacity=config.bank.capacity,
+            use_vss=config.bank.use_vss, index=config.bank.index,
+        )
+        self._tracks: dict[str, ExperienceTrack] = {}
+        self._engine_lock = threading.Lock()  # the extractor model: distillation, merges, updates, search_and_ask
+        self._rank_lock = threading.Lock()  # recency state and the dropout generator
+        self._last_retrieved: dict[int, float] = {}
+        self._retrievals: dict[int, int] = {}  # the official retrieve_count, from the bank's use count on first sight
+        self._warm: set[str] = set()
+        self._origins: dict[int, frozenset[int]] = {}
+        self._origins_seen = 0
+        self._step = 0
+
+        self._cv = threading.Condition()
+        self._queue: deque[Episode] = deque()
+        self._outcomes: list[tuple[list[Outcome], int]] = []
+        self._merges: deque[int] = deque()
+        self._busy = False
+        self._suspended = False
+        self._closing = False
+        self._counts: Counter = Counter()
+        self._timers: Counter = Counter()
+        self._updates: list[dict[str, float]] = []
+        self._gauges: dict[str, float] = {}
+        self._error: BaseException | None = None
+        self._report: dict[str, Any] | None = None
+
+        restored = queue_path(bank_path)
+        if restored.is_file():
+            episodes = [_episode(json.loads(line)) for line in restored.read_text().splitlines() if line.strip()]
+            self._queue.extend(episodes)
+            self._counts["manager_restored"] += len(episodes)
+            restored.unlink()
+
+        self._pending: deque[_Query] = deque()
+        self._worker = self._batcher = self._searchers = None
+        if background:
+            self._searchers = ThreadPoolExecutor(exp.search_workers, thread_name_prefix="comprl-search")
+            self._batcher = threading.Thread(target=self._batch_loop, name="comprl-query-batcher", daemon=True)
+            self._worker = threading.Thread(target=self._work_loop, name="comprl-extractor", daemon=True)
+            self._batcher.start()
+            self._worker.start()
+        elif self._queue:
+            self._drain()
+
+    def ready(self) -> bool:
+        """True once constructed (a Ray client waits on it so that start-up errors surface at once)."""
+        return True
+
+    # -----------------------------------------------------------------------------------------------------
+    # Retrieval
+    # -----------------------------------------------------------------------------------------------------
+
+    def search(
+        self, queries: Sequence[str], task: str, *, seeds: Sequence[int] | None = None, record: bool = True
+    ) -> list[Entry | None]:
+        """The entry to show for each query, or None (empty bank for ``task``, or still below the warm-up size).
+
+        Args:
+            queries: one text per guided episode (its instruction and first observation).
+            task: the env id; only this task's entries are searched.
+            seeds: the task instance of each query. With ``bank.per_instance`` the queries of one instance share
+                one retrieval (the K/2 guided rollouts see one entry); ``bank.exclude_own_seed`` uses them too.
+            record: a training search (recency and dropout apply, and the shown entries count as recently
+                retrieved); False for evaluation, whose result then depends only on the bank.
+        """
+        if isinstance(queries, str):
+            raise TypeError("search takes a sequence of query texts, got a single str")
+        queries = list(queries)
+        if seeds is not None and len(seeds) != len(queries):
+            raise ValueError(f"got {len(seeds)} seeds for {len(queries)} queries")
+        if not queries:
+            return []
+        started = time.perf_counter()
+        if not self._warmed_up(task):
+            self._count(manager_search_gated=len(queries))
+            return [None] * len(queries)
+        slots = list(range(len(queries)))
+        if seeds is not None and self.config.bank.per_instance:
+            first: dict[int, int] = {}
+            slots = [first.setdefault(int(seed), i) for i, seed in enumerate(seeds)]
+        asked = sorted(set(slots))
+        jobs = [_Query(queries[i], task, None if seeds is None else int(seeds[i]), record, Future()) for i in asked]
+        if self.background:
+            with self._cv:
+                self._pending.extend(jobs)
+                self._cv.notify_all()
+        else:
+            size = self.config.experience.query_batch
+            for start in range(0, len(jobs), size):
+                self._run_batch(jobs[start : start + size])
+        found = {i: job.result.result() for i, job in zip(asked, jobs)}
+        self._count(manager_search_queries=len(queries), manager_search_seconds=time.perf_counter() - started)
+        return [found[slot] for slot in slots]
+
+    def _warmed_up(self, task: str) -> bool:
+        """The warm-up gate: the task's bank holds ``warmup`` entries (waiting for distillation in flight)."""
+        warmup = self.config.experience.warmup
+        if task in self._warm or warmup == 0:
+            return True
+        deadline = time.monotonic() + self.config.experience.flush_timeout_s
+        while True:
+            live = self.bank.entries()
+            if int((live["task"] == task).sum()) >= warmup:
+                self._warm.add(task)
+                return True
+            with self._cv:
+                in_flight = self.background and (self._queue or self._busy) and not self._closing
+                left = deadline - time.monotonic()
+                if not in_flight or left <= 0:
+                    return False
+                self._counts["manager_warmup_waits"] += 1
+                self._cv.wait(min(left, 1.0))
+
+    def _batch_loop(self) -> None:
+        """Flush pending queries at ``query_batch`` of them or ``query_wait_ms`` after the first, to a worker."""
+        size, wait = self.config.experience.query_batch, self.config.experience.query_wait_ms / 1000
+        while True:
+            with self._cv:
+                while not self._pending and not self._closing:
+                    self._cv.wait()
+                if not self._pending:
+                    return
+                deadline = time.monotonic() + wait
+                while len(self._pending) < size and not self._closing and (left := deadline - time.monotonic()) > 0:
+                    self._cv.wait(left)
+                batch = [self._pending.popleft() for _ in range(min(size, len(self._pending)))]
+            self._searchers.submit(self._run_batch, batch)
+
+    def _run_batch(self, batch: list[_Query]) -> None:
+        """One embedding call for the batch, one bank search per task in it, then the re-ranking."""
+        try:
+            vectors = self.bank.embedder.encode([q.text for q in batch])
+            pools: list[list[Hit]] = [[] for _ in batch]
+            for task in {q.task for q in batch}:
+                rows = [i for i, q in enumerate(batch) if q.task == task]
+                for i, hits in zip(rows, self.bank.search_vectors(vectors[rows], k=self.config.bank.candidates, task=task)):
+                    pools[i] = hits
+            if self.config.bank.exclude_own_seed:
+                origins = self._entry_origins()
+                pools = [[h for h in hits if q.seed not in origins.get(h.entry.id, ())] for q, hits in zip(batch, pools)]
+            with self._rank_lock:
+                chosen = self._rerank(batch, pools)
+            for query, entry in zip(batch, chosen):
+                query.result.set_result(entry)
+            self._count(manager_search_batches=1, manager_embedding_calls=1)
+        except BaseException as error:  # the waiting callers get the error instead of hanging
+            for query in batch:
+                if not query.result.done():
+                    query.result.set_exception(error)
+
+    def _rerank(self, batch: list[_Query], pools: list[list[Hit]]) -> list[Entry | None]:
+        """Pick one entry per query from its candidate pool (``BankConfig.rerank``; callers hold ``_rank_lock``)."""
+        bank = self.config.bank
+        now = self._clock()
+        shown: set[int] = set()
+        chosen: list[Entry | None] = []
+        for query, hits in zip(batch, pools):
+            if not hits:
+                chosen.append(None)
+                continue
+            if bank.rerank == "batch":
+                popularity = [bank.diversity_lambda * math.log1p(h.entry.uses) for h in hits]
+                scores = [h.score - p - (h.entry.id in shown) for h, p in zip(hits, popularity)]
+                order = sorted(range(len(hits)), key=lambda i: -scores[i])
+            else:
+                counts = [self._retrievals.setdefault(h.entry.id, h.entry.uses) for h in hits]
+                popularity = [bank.diversity_lambda * math.log1p(c) for c in counts]
+                recent = [query.record and now - self._last_retrieved.get(h.entry.id, -math.inf) <= bank.recent_seconds for h in hits]
+                scores = [-rank - p - r for rank, (p, r) in enumerate(zip(popularity, recent))]
+                order = sorted(range(len(hits)), key=lambda i: -scores[i])
+                if recent[order[0]] and len(order) > 1 and self._rng.random() < bank.dropout:
+                    order = order[1:] + order[:1]
+            entry = hits[order[0]].entry
+            chosen.append(entry)
+            shown.add(entry.id)
+            if query.record:
+                self._last_retrieved[entry.id] = now
+                self._retrievals[entry.id] = self._retrievals.get(entry.id, entry.uses) + 1
+        return chosen
+
+    def _entry_origins(self) -> dict[int, frozenset[int]]:
+        """Seeds of the episodes each entry was distilled from, merged entries inheriting their parents'."""
+        ops = self.bank.operations()
+        for row in ops.iloc[self._origins_seen :].itertuples():
+            if row.entry_id is None or (isinstance(row.entry_id, float) and math.isnan(row.entry_id)):
+                continue
+            seeds: set[int] = set()
+            match = _SEED_IN_SOURCE.search(row.source or "") if isinstance(row.source, str) else None
+            if match:
+                seeds.add(int(match.group(1)))
+            for parent in row.targets or ():
+                seeds |= self._origins.get(parent, frozenset())
+            self._origins[int(row.entry_id)] = self._origins.get(int(row.entry_id), frozenset()) | seeds
+        self._origins_seen = len(ops)
+        return self._origins
+
+    # -----------------------------------------------------------------------------------------------------
+    # Episodes in, credit, the step boundary
+    # -----------------------------------------------------------------------------------------------------
+
+    def submit(self, episodes: Sequence[Episode]) -> int:
+        """Queue finished episodes for distillation (sync: distil them now); returns how many were queued.
+
+        A full queue never silently loses an episode: ``on_full="drop_oldest"`` drops the oldest waiting ones
+        and counts them (``manager_dropped``); ``"block"`` waits for room (``manager_blocked_seconds``).
+        """
+        exp = self.config.experience
+        with self._cv:
+            self._raise_background_error()
+            for episode in episodes:
+                if len(self._queue) >= exp.queue_size:
+                    if exp.on_full == "drop_oldest" or not self.background:
+                        self._queue.popleft()
+                        self._counts["manager_dropped"] += 1
+                    else:
+                        started = time.perf_counter()
+                        while len(self._queue) >= exp.queue_size and self._error is None:
+                            self._cv.wait(1.0)
+                        self._counts["manager_blocked_seconds"] += time.perf_counter() - started
+                self._queue.append(episode)
+            self._counts["manager_submitted"] += len(episodes)
+            self._cv.notify_all()
+        if not self.background:
+            self._drain()
+        return len(episodes)
+
+    def credit(self, outcomes: Sequence[Outcome], step: int) -> None:
+        """Record how the guided episodes that were shown an entry ended: the entries' use counts at once, the
+        credit of the extractor samples that wrote them when the extractor is next free."""
+        outcomes = list(outcomes)
+        self.bank.record_uses([o.entry_id for o in outcomes], [o.success for o in outcomes], step)
+        with self._cv:
+            self._outcomes.append((outcomes, step))
+            self._cv.notify_all()
+        if not self.background:
+            self._drain()
+
+    def fence(self) -> None:
+        """The actor is about to update and sync its weights (``ExperienceConfig.fence``; sync: nothing to do)."""
+        fence = self.config.experience.fence
+        if not self.background or fence == "none":
+            return
+        started = time.perf_counter()
+        with self._cv:
+            if fence == "flush":
+                self._cv.wait_for(self._idle, timeout=self.config.experience.flush_timeout_s)
+            self._suspended = True
+        self._count(manager_fence_seconds=time.perf_counter() - started)
+
+    def step_done(self, step: int) -> None:
+        """The actor's step ``step`` is over: lift the fence and schedule this step's merge (every ``merge_every``)."""
+        merge_every = self.config.extractor.merge_every
+        with self._cv:
+            self._raise_background_error()
+            self._step = step
+            self._suspended = False
+            if merge_every and step % merge_every == 0:
+                self._merges.append(step)
+            self._cv.notify_all()
+        if not self.background:
+            self._drain()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every submitted episode, outcome and merge has been processed; False on timeout."""
+        with self._cv:
+            done = self._cv.wait_for(lambda: self._idle() or self._error is not None, timeout=timeout)
+            self._raise_background_error()
+            return done
+
+    def _idle(self) -> bool:
+        return not (self._queue or self._outcomes or self._merges or self._busy)
+
+    # -----------------------------------------------------------------------------------------------------
+    # The extractor's work: in the caller (sync) or on the background thread
+    # -----------------------------------------------------------------------------------------------------
+
+    def _take(self) -> tuple[list[tuple[list[Outcome], int]], int | None, list[Episode]]:
+        """The next unit of work: all waiting outcomes, then a merge or a batch of episodes (callers hold _cv)."""
+        outcomes, self._outcomes = self._outcomes, []
+        if self._merges:
+            return outcomes, self._merges.popleft(), []
+        size = self.config.experience.distill_batch
+        return outcomes, None, [self._queue.popleft() for _ in range(min(size, len(self._queue)))]
+
+    def _drain(self) -> None:
+        """Sync mode: do all waiting work now."""
+        while True:
+            with self._cv:
+                if self._idle():
+                    return
+                work = self._take()
+            self._process(*work)
+
+    def _work_loop(self) -> None:
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: self._closing or (not self._suspended and not self._idle()))
+                if self._idle() and self._closing:
+                    return
+                if self._suspended and not self._closing:
+                    continue
+                work = self._take()
+                self._busy = True
+            try:
+                self._process(*work)
+            except BaseException as error:  # surfaced to the actor side by its next call
+                with self._cv:
+                    self._error = error
+                    self._busy = False
+                    self._cv.notify_all()
+                return
+            with self._cv:
+                self._busy = False
+                self._cv.notify_all()
+
+    @contextmanager
+    def _extractor(self) -> Iterator[None]:
+        """Hold the extractor model, sampling from the manager's own random state (the caller's is restored)."""
+        with self._engine_lock, torch.random.fork_rng(devices=[]):
+            torch.set_rng_state(self._torch_rng)
+            yield
+            self._torch_rng = torch.get_rng_state()
+
+    def _process(self, outcomes: list[tuple[list[Outcome], int]], merge_step: int | None, episodes: list[Episode]) -> None:
+        with self._extractor():
+            samples: list[ExtractorSample] = []
+            if self.trainer is not None:
+                for batch, step in outcomes:
+                    self.trainer.credit(batch, step)
+            if merge_step is not None:
+                started = time.perf_counter()
+                for task in sorted(self._live_tasks()):
+                    samples += self._track(task).merge(merge_step)
+                self._count(manager_merges=1, manager_merge_seconds=time.perf_counter() - started)
+            by_task: dict[str, list[Episode]] = {}
+            for episode in episodes:
+                by_task.setdefault(episode.task, []).append(episode)
+            for task, group in by_task.items():
+                started = time.perf_counter()
+                samples += self._track(task).distill(group, max(e.step for e in group))
+                self._count(manager_distilled=len(group), manager_distill_seconds=time.perf_counter() - started)
+            if self.trainer is not None:
+                self.trainer.add(samples)
+                while (update := self.trainer.maybe_step()) is not None:
+                    self.engine.sync_weights()
+                    with self._cv:
+                        self._updates.append(update)
+                self._gauges = {
+                    "extractor_pending": float(len(self.trainer.pending)),
+                    "extractor_ready": float(len(self.trainer.ready)),
+                }
+            for track in self._tracks.values():
+                self._count(**track.take_stats())
+
+    def _track(self, task: str) -> ExperienceTrack:
+        if task not in self._tracks:
+            self._tracks[task] = ExperienceTrack(self.engine, self.bank, self.config.extractor, task=task)
+        return self._tracks[task]
+
+    def _live_tasks(self) -> set[str]:
+        return set(self.bank.entries()["task"]) | set(self._tracks)
+
+    # -----------------------------------------------------------------------------------------------------
+    # search_and_ask, metrics, shutdown
+    # -----------------------------------------------------------------------------------------------------
+
+    def search_and_ask(self, query: str, task: str) -> str | None:
+        """The best entry for ``query``, rewritten by the extractor to answer it; None when none can be shown.
+
+        The extractor is shared with distillation, so an answer waits for the batch in progress.
+        """
+        started = time.perf_counter()
+        (entry,) = self.search([query], task)
+        answer = None
+        if entry is not None:
+            with self._extractor():
+                answer = self._track(task).refine(entry, query)
+        self._count(manager_asks=1, manager_asks_answered=answer is not None, manager_ask_seconds=time.perf_counter() - started)
+        return answer
+
+    def stats(self) -> dict[str, float]:
+        """Counters since the last call (then zeroed), and gauges: queue length, bank size, extractor buffer."""
+        with self._cv:
+            self._raise_background_error()
+            counts, self._counts = self._counts, Counter()
+            updates, self._updates = self._updates, []
+            metrics = {k: float(v) for k, v in counts.items()}
+            metrics["manager_queue"] = float(len(self._queue))
+        metrics.setdefault("manager_search_queries", 0.0)
+        metrics["retrieval_seconds"] = metrics.get("manager_search_seconds", 0.0)
+        metrics["retrieval_ms_per_query"] = 1000 * metrics["retrieval_seconds"] / max(metrics["manager_search_queries"], 1)
+        metrics.update(self._gauges)
+        metrics["extractor_updates"] = float(len(updates))
+        if updates:
+            metrics.update({f"extractor_{k}": v for k, v in updates[-1].items()})
+        metrics["bank_size"] = float(len(self.bank))
+        return metrics
+
+    def close(self) -> dict[str, Any]:
+        """Stop: distil what is queued (``shutdown="drain"``) or write it beside the bank (``"persist"``), close
+        the bank, and report what was done."""
+        if self._report is not None:
+            return self._report
+        persist = self.config.experience.shutdown == "persist"
+        report: dict[str, Any] = {"drained": 0, "persisted": 0}
+        with self._cv:
+            if persist and self._queue:
+                path = queue_path(self.bank.path)
+                path.write_text("".join(json.dumps(asdict(e)) + "\n" for e in self._queue))
+                report["persisted"] = len(self._queue)
+                self._queue.clear()
+            report["drained"] = len(self._queue)
+            self._closing = True
+            self._suspended = False
+            self._cv.notify_all()
+        if self.background:
+            self._worker.join()
+            self._batcher.join()
+            self._searchers.shutdown(wait=True)
+        else:
+            self._drain()
+        report["dropped"] = int(self._counts["manager_dropped"])
+        report["bank_size"] = len(self.bank)
+        report["error"] = None if self._error is None else repr(self._error)
+        self.bank.close()
+        self._report = report
+        return report
+
+    def _count(self, **values: float) -> None:
+        with self._cv:
+            self._counts.update(values)
+
+    def _raise_background_error(self) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"the experience manager's background thread failed: {self._error!r}") from self._error
+
+
+def _episode(data: dict[str, Any]) -> Episode:
+    data["messages"] = tuple(data["messages"])
+    data["experience_ids"] = tuple(data["experience_ids"])
+    return Episode(**data)
+
+
+class RayExperienceManager:
+    """Client of an :class:`ExperienceManager` running as a Ray actor in its own process (``mode="async"``).
+
+    Joins ``experience.ray_address`` (None: starts Ray on this machine, offline) and calls the same methods;
+    ``submit``, ``credit`` and ``step_done`` return as soon as the work is queued there.
+    """
+
+    def __init__(self, config: ExperimentConfig, bank_path: str | Path, *, device: str = "cpu") -> None:
+        try:
+            import ray
+        except ImportError as error:  # pragma: no cover - ray is a core dependency
+            raise ImportError("experience.mode='async' needs Ray: pip install 'ray>=2.40'") from error
+        self._ray = ray
+        if not ray.is_initialized():
+            ray.init(address=config.experience.ray_address, include_dashboard=False, log_to_driver=True, logging_level="WARNING")
+        cores = len(config.experience.manager_cores) or 1
+        remote = ray.remote(ExperienceManager).options(
+            num_cpus=cores, max_concurrency=config.experience.search_workers + 4, name=None
+        )
+        self._handle = remote.remote(config, str(bank_path), device=device, background=True)
+        ray.get(self._handle.ready.remote())
+
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self._ray.get(getattr(self._handle, name).remote(*args, **kwargs))
+
+    def search(self, queries: Sequence[str], task: str, *, seeds: Sequence[int] | None = None, record: bool = True) -> list[Entry | None]:
+        return self._call("search", list(queries), task, seeds=None if seeds is None else list(seeds), record=record)
+
+    def submit(self, episodes: Sequence[Episode]) -> int:
+        return self._call("submit", list(episodes))
+
+    def credit(self, outcomes: Sequence[Outcome], step: int) -> None:
+        self._call("credit", list(outcomes), step)
+
+    def fence(self) -> None:
+        self._call("fence")
+
+    def step_done(self, step: int) -> None:
+        self._call("step_done", step)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        return self._call("flush", timeout)
+
+    def search_and_ask(self, query: str, task: str) -> str | None:
+        return self._call("search_and_ask", query, task)
+
+    def stats(self) -> dict[str, float]:
+        return self._call("stats")
+
+    def close(self) -> dict[str, Any]:
+        report = self._call("close")
+        self._ray.kill(self._handle)
+        return report
+
+
+Manager = ExperienceManager | RayExperienceManager
+"""Either host of the interface."""
+
+
+def connect(config: ExperimentConfig, bank_path: str | Path, *, device: str = "cpu") -> Manager:
+    """The experience manager of a run, hosted as ``config.experience.mode`` says."""
+    if config.experience.mode == "async":
+        return RayExperienceManager(config, bank_path, device=device)
+    return ExperienceManager(config, bank_path, device=device)

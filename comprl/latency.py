@@ -1,0 +1,196 @@
+"""Latency analysis (paper RQ3): what the experience side costs the actor's rollouts, per manager mode.
+
+:func:`measure_overhead` runs real experiments (:func:`comprl.run_experiment`) for each manager mode and rollout
+batch size, each in a fresh process whose threads are pinned to the actor's cores:
+
+- ``"none"``: the ``baseline`` method, no experience manager at all (the reference);
+- ``"sync"``: ``comp_rl`` with the manager in the actor's process, so it necessarily shares the actor's cores:
+  searches, distillation, merges and extractor updates run inline between the actor's calls;
+- ``"async"``: ``comp_rl`` with the manager in a Ray process pinned to ``manager_cores``, disjoint from the
+  actor's (the laptop analogue of the paper's separate GPUs); Ray's own processes run there too.
+
+The modes are interleaved per batch size, so drift of the machine hits them alike, and the first ``skip`` steps
+of every run (model loading, the bank's warm-up gate) are dropped. :func:`plot_overhead` draws the paper's figure:
+rollout time relative to ``none`` per batch size, and search time per step.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from comprl.config import ExperimentConfig, make_config
+from comprl.runs import Run
+
+MODES: tuple[str, ...] = ("none", "sync", "async")
+"""Hosts of the experience side compared: none (baseline method), in-process, a separate Ray process."""
+
+PER_STEP = {
+    "rollout_s": "rollout_seconds",
+    "step_s": "step_seconds",
+    "experience_s": "experience_seconds",
+    "search_s": "manager_search_seconds",
+    "queries": "manager_search_queries",
+    "tokens": "generated_tokens",
+}
+"""Columns of :func:`overhead_table` (means per kept step) and the metric each one averages."""
+
+
+def split_cores(actor_cores: Sequence[int] | None = None, manager_cores: Sequence[int] | None = None) -> tuple[tuple[int, ...], tuple[int, ...], str]:
+    """(actor cores, async manager cores, a caption saying so). By default the manager gets the last core this
+    process may use and the actor the others; with one core both share it, and the caption says they overlap."""
+    available = sorted(os.sched_getaffinity(0))
+    actor = tuple(actor_cores) if actor_cores is not None else tuple(available[:-1] or available)
+    manager = tuple(manager_cores) if manager_cores is not None else tuple(available[-1:])
+    unknown = sorted(set(actor + manager) - set(available))
+    if not actor or not manager or unknown:
+        raise ValueError(f"actor_cores={actor}, manager_cores={manager}: need non-empty sets of the cores {available}")
+    caption = f"actor on cores {_cores(actor)}, async manager (Ray) on cores {_cores(manager)}; sync manager inside the actor's process"
+    shared = sorted(set(actor) & set(manager))
+    if shared:
+        caption += f". NOT disjoint: core(s) {_cores(shared)} shared ({len(available)} core(s) available)"
+        warnings.warn(f"latency: the actor and the async manager share core(s) {shared}; async overhead is overstated", stacklevel=2)
+    return actor, manager, caption
+
+
+def _cores(cores: Sequence[int]) -> str:
+    return ",".join(str(c) for c in cores)
+
+
+def mode_config(profile: str, mode: str, batch_size: int, manager_cores: Sequence[int] = (), **overrides: Any) -> ExperimentConfig:
+    """The experiment of one (mode, rollout batch size): ``batch_size`` = batch_instances x group_size."""
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r}; accepted: {', '.join(MODES)}")
+    group = overrides.pop("group_size", None) or make_config(profile).group_size
+    if batch_size % group:
+        raise ValueError(f"batch size {batch_size} is not a multiple of group_size={group}")
+    if mode != "none":
+        overrides.update({"experience.mode": mode, "experience.manager_cores": tuple(manager_cores)})
+    method = "baseline" if mode == "none" else "comp_rl"
+    overrides.setdefault("eval_episodes", 0)
+    return make_config(profile, method=method, batch_instances=batch_size // group, group_size=group, **overrides)
+
+
+def measure_overhead(
+    profile: str = "smoke",
+    batch_sizes: Sequence[int] = (4, 8, 16, 32),
+    modes: Sequence[str] = MODES,
+    steps: int = 4,
+    skip: int = 2,
+    actor_cores: Sequence[int] | None = None,
+    manager_cores: Sequence[int] | None = None,
+    output_dir: str | Path = "results/latency",
+    **overrides: Any,
+) -> pd.DataFrame:
+    """Run every (mode, batch size) as a real experiment and return :func:`overhead_table` of their metrics.
+
+    Args:
+        profile: config profile (``smoke``: tiny random models; ``cpu``: SmolLM2-135M).
+        batch_sizes: rollouts per step (multiples of the profile's ``group_size``).
+        modes: some of :data:`MODES`; ``none`` is needed for the ratios.
+        steps: training steps per run, of which the first ``skip`` are dropped: step 1 loads the models and finds
+            an empty bank; in async mode step 2's searches wait at the bank's warm-up gate for step 1's distillation.
+        actor_cores / manager_cores: see :func:`split_cores` (default: the manager gets the last core).
+        output_dir: run folders go to ``output_dir/<mode>_b<batch size>``.
+        overrides: any other config field (``eval_episodes`` defaults to 0).
+
+    The returned frame's ``attrs["core_split"]`` says which cores each side ran on (the figure's caption).
+    """
+    actor, manager, caption = split_cores(actor_cores, manager_cores)
+    if steps <= skip:
+        raise ValueError(f"steps={steps} with skip={skip}: no step would be measured")
+    runs = {}
+    for batch in batch_sizes:
+        for mode in modes:  # interleaved: every mode of one batch size runs back to back
+            config = mode_config(profile, mode, batch, manager, steps=steps, **overrides)
+            runs[mode, batch] = _in_pinned_process(config, Path(output_dir), f"{mode}_b{batch}", actor, manager)
+    frames = [Run(path).metrics().assign(mode=mode, batch_size=batch) for (mode, batch), path in runs.items()]
+    table = overhead_table(pd.concat(frames, ignore_index=True), skip)
+    table.attrs["core_split"] = caption
+    return table
+
+
+def overhead_table(metrics: pd.DataFrame, skip: int = 2) -> pd.DataFrame:
+    """Per (mode, batch size): the mean of each :data:`PER_STEP` metric over the training steps after ``skip``,
+    and the rollout and step time relative to mode ``none`` at the same batch size.
+
+    ``metrics`` holds the runs' metric rows with ``mode`` and ``batch_size`` columns added.
+    """
+    kept = metrics[(metrics["phase"] == "train") & (metrics["step"] > skip)]
+    columns = {name: (metric, "mean") for name, metric in PER_STEP.items() if metric in kept}
+    table = kept.groupby(["batch_size", "mode"], sort=False).agg(steps=("step", "count"), **columns).reset_index()
+    for name in PER_STEP:
+        table[name] = table[name].fillna(0.0) if name in table else 0.0
+    reference = table[table["mode"] == "none"].set_index("batch_size")
+    for column in ("rollout_s", "step_s"):
+        table[column.replace("_s", "_ratio")] = table[column] / table["batch_size"].map(reference[column])
+    return table.sort_values(["batch_size", "mode"], key=lambda c: c.map(MODES.index) if c.name == "mode" else c, ignore_index=True)
+
+
+def plot_overhead(table: pd.DataFrame, path_stem: str | Path, caption: str | None = None) -> Any:
+    """The paper's latency figure from :func:`overhead_table`: rollout time relative to ``none`` per batch size
+    (step time dashed), and search time per step; saved as ``path_stem.png`` and ``.pdf``. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, (ratio_ax, search_ax) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for mode, rows in table[table["mode"] != "none"].groupby("mode", sort=False):
+        line = ratio_ax.plot(rows["batch_size"], rows["rollout_ratio"], marker="o", label=f"{mode}: rollout")[0]
+        ratio_ax.plot(rows["batch_size"], rows["step_ratio"], ls="--", marker=".", color=line.get_color(), label=f"{mode}: whole step")
+        search_ax.plot(rows["batch_size"], rows["search_s"], marker="o", color=line.get_color(), label=mode)
+    ratio_ax.axhline(1.0, color="black", lw=0.8)
+    ratio_ax.axhline(1.02, color="grey", lw=0.8, ls=":", label="target for async (1.02)")
+    ratio_ax.set_ylabel("time / time without experience (none)")
+    search_ax.set_ylabel("search time per step (s)")
+    for ax in (ratio_ax, search_ax):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(table["batch_size"].unique()), [str(b) for b in sorted(table["batch_size"].unique())])
+        ax.set_xlabel("rollouts per step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("Rollout overhead of the experience manager", fontsize=10)
+    fig.text(0.5, -0.02, caption or table.attrs.get("core_split", ""), ha="center", va="top", fontsize=8)
+    fig.tight_layout()
+    for ext in ("png", "pdf"):
+        fig.savefig(f"{path_stem}.{ext}", bbox_inches="tight", dpi=150)
+    return fig
+
+
+def _in_pinned_process(config: ExperimentConfig, root: Path, name: str, actor: tuple[int, ...], manager: tuple[int, ...]) -> Path:
+    """Run one experiment in a fresh interpreter pinned to ``actor``; returns its run folder."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_pinned_run, config.to_dict(), str(root), name, actor, manager).result()
+
+
+def _pinned_run(config: dict[str, Any], root: str, name: str, actor: tuple[int, ...], manager: tuple[int, ...]) -> Path:
+    import torch
+
+    from comprl.trainers.loop import run_experiment
+
+    config = ExperimentConfig.from_dict(config)
+    ray = None
+    if config.uses_experience and config.experience.mode == "async" and config.experience.ray_address is None:
+        import ray
+
+        # Ray's processes (GCS, raylet, the manager's worker) inherit the affinity of the thread that starts them.
+        os.sched_setaffinity(0, manager)
+        ray.init(num_cpus=len(manager), include_dashboard=False, logging_level="WARNING")
+    _pin_process(actor)
+    torch.set_num_threads(len(actor))
+    try:
+        return run_experiment(config, output_dir=root, name=name, progress=False).path
+    finally:
+        if ray is not None:
+            ray.shutdown()
+
+
+def _pin_process(cores: tuple[int, ...]) -> None:
+    """Pin every thread of this process (``sched_setaffinity(0)`` alone pins only the calling thread)."""
+    for thread in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(thread), cores)
+

@@ -1,0 +1,120 @@
+"""The experience manager as a Ray actor in its own process (``experience.mode="async"``), Ray started locally.
+
+Ray runs offline on this machine: ``ray.init()`` starts a local cluster in a few seconds.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from comprl import make_config, run_experiment
+from comprl.experience.bank import ExperienceBank
+from comprl.experience.episode import Episode, Outcome
+from comprl.experience.manager import ExperienceManager, RayExperienceManager, connect
+
+ray = pytest.importorskip("ray")
+
+ROOM = "comprl/Room-Ultimate-5x5-v0"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    yield
+    ray.shutdown()
+
+
+def seeded_inputs(step: int) -> list[Episode]:
+    return [
+        Episode(
+            ROOM, 10 * step + i, step, i, "Reach the stairs down.",
+            (
+                {"role": "system", "content": "Reach the stairs down, shown as >."},
+                {"role": "user", "content": f"The stairs are {i + step} squares to the east."},
+                {"role": "assistant", "content": "<answer>east</answer>"},
+            ),
+            success=i % 2 == 0,
+        )
+        for i in range(3)
+    ]
+
+
+def drive(manager, steps: int = 4) -> None:
+    """The actor side's calls for ``steps`` steps, crediting the entries of the previous step."""
+    shown: list[int] = []
+    for step in range(1, steps + 1):
+        manager.credit([Outcome(e, k % 2 == 0) for k, e in enumerate(shown)], step)
+        manager.submit(seeded_inputs(step))
+        shown = [e.id for e in manager.search(["reach the stairs", "find the way down"], ROOM, seeds=[1, 2]) if e is not None]
+        manager.fence()
+        manager.step_done(step)
+
+
+def snapshot(path) -> tuple[list, list]:
+    with ExperienceBank(path, _embedder()) as bank:
+        entries = bank.entries()[["id", "task", "title", "content", "uses", "successes", "parents"]]
+        ops = bank.operations()
+        writes = ops.loc[ops["op"] != "use", ["op", "targets", "entry_id", "title", "content", "raw", "result"]]
+        return entries.values.tolist(), writes.values.tolist()
+
+
+_EMBEDDER = []
+
+
+def _embedder():
+    from comprl.experience.bank import Embedder
+
+    if not _EMBEDDER:
+        _EMBEDDER.append(Embedder())
+    return _EMBEDDER[0]
+
+
+def test_the_ray_manager_and_the_in_process_manager_write_identical_banks(tmp_path):
+    config = make_config(
+        "smoke", method="comp_rl",
+        **{
+            "extractor.temperature": 1.0, "extractor.merge_every": 2, "extractor.buffer_size": 2,
+            "experience.mode": "async", "experience.fence": "flush", "experience.warmup": 0,
+            "bank.dropout": 0.0,
+        },
+    )
+    remote = connect(config, tmp_path / "ray.duckdb")
+    assert isinstance(remote, RayExperienceManager)
+    drive(remote)
+    assert remote.flush(timeout=120)
+    remote_stats = remote.stats()
+    report = remote.close()
+    assert report["error"] is None and report["drained"] == 0
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in the Ray worker (one CPU, OMP_NUM_THREADS=1), so the arithmetic is the same
+    try:
+        local = ExperienceManager(config, tmp_path / "local.duckdb")
+        drive(local)
+        local_stats = local.stats()
+        local.close()
+    finally:
+        torch.set_num_threads(threads)
+
+    remote_entries, remote_ops = snapshot(tmp_path / "ray.duckdb")
+    local_entries, local_ops = snapshot(tmp_path / "local.duckdb")
+    assert len(local_ops) >= 12 and local_entries, "the run wrote and merged entries"
+    assert remote_ops == local_ops
+    assert remote_entries == local_entries
+    for key in ("manager_distilled", "manager_merges", "extractor_outputs", "extractor_valid"):
+        assert remote_stats.get(key) == local_stats.get(key), key
+
+
+def test_a_smoke_run_with_the_async_manager(tmp_path):
+    config = make_config("smoke", method="comp_rl", steps=2, **{"experience.mode": "async", "experience.fence": "flush"})
+    run = run_experiment(config, output_dir=tmp_path, name="async", progress=False)
+    train = run.metrics().query("phase == 'train'")
+    assert len(train) == 2
+    assert {"manager_search_queries", "manager_queue", "experience_seconds", "bank_size"} <= set(train.columns)
+    assert train["manager_submitted"].sum() == 2 * config.batch_instances * config.group_size
+    assert os.path.exists(run.bank_path)
+    evals = run.metrics().query("phase == 'eval'")
+    assert "guided_success_rate" in evals.columns
