@@ -270,10 +270,18 @@ class ExperienceConfig:
     (official code), ``"flush"`` waits until every submitted episode is distilled (async then applies the same
     writes as sync, in the same order), ``"none"`` keeps the extractor running."""
     flush_timeout_s: float = 60.0
-    """Longest wait of a ``"flush"`` fence or of the warm-up gate (official code: 60 s)."""
+    """Longest wait of a ``"flush"`` fence (official code: 60 s for flushing before a suspend)."""
     warmup: int = 5
-    """The guided half waits (up to ``flush_timeout_s``, while distillation is in flight) until the task's bank
-    holds this many entries, and plays without experience if it still does not (official code: 5)."""
+    """Guided episodes are shown no entry until the task's bank holds this many (official code: 5)."""
+    warmup_wait_s: float = 0.0
+    """How long a search below the warm-up size waits for distillation in flight (async) to fill the bank. 0 (the
+    default) never makes the actor wait: the guided half plays without experience until the bank is warm, which
+    keeps the background track off the rollout's path (the issue's "guided half waits" is this set > 0)."""
+    prefetch: bool = True
+    """Async: a step's searches are sent when the previous step's rollout starts (its task instances, hence its
+    queries, are known from the seed), so no search sits on the rollout's path; their entries come from the bank
+    as it stood one rollout earlier, and the guided half of step 2 sees none. Sync always searches when the
+    rollout starts (the reference)."""
     shutdown: str = "drain"
     """What ``close`` does with episodes still queued: ``"drain"`` distils them, ``"persist"`` writes them next to
     the bank (``<bank>.queue.jsonl``) for a resumed run to pick up."""
@@ -295,8 +303,8 @@ class ExperienceConfig:
         for name in ("query_batch", "search_workers", "distill_batch", "queue_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"experience {name}={getattr(self, name)!r}: must be >= 1")
-        if self.query_wait_ms < 0 or self.warmup < 0 or self.search_and_ask_uses < 0:
-            raise ValueError("experience query_wait_ms, warmup and search_and_ask_uses must be >= 0")
+        if self.query_wait_ms < 0 or self.warmup < 0 or self.warmup_wait_s < 0 or self.search_and_ask_uses < 0:
+            raise ValueError("experience query_wait_ms, warmup, warmup_wait_s and search_and_ask_uses must be >= 0")
         if self.search_and_ask and self.search_and_ask_uses < 1:
             raise ValueError("experience search_and_ask=True needs search_and_ask_uses >= 1 (or turn the tool off)")
 

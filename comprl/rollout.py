@@ -100,6 +100,11 @@ def system_prompt(instruction: str, experience: str | None = None, search_uses: 
     return "\n\n".join(parts)
 
 
+def retrieval_query(observation: str, info: dict) -> str:
+    """What a guided episode asks the bank: its instruction and its first observation."""
+    return f"{info['instruction']}\n{observation}"
+
+
 def search_query(reply: str) -> str | None:
     """The question of a search_and_ask call in ``reply`` (stripped), or None when the reply makes no call.
 
@@ -166,7 +171,7 @@ def run_episodes(
 
     starts = [env.reset(seed=int(seed)) for env, seed in zip(envs, seeds)]
     queried = [i for i in range(n) if guided[i]]
-    found = list(retrieve([f"{starts[i][1]['instruction']}\n{starts[i][0]}" for i in queried])) if queried else []
+    found = list(retrieve([retrieval_query(*starts[i]) for i in queried])) if queried else []
     if len(found) != len(queried):
         raise ValueError(f"retrieve returned {len(found)} results for {len(queried)} queries")
     experiences: list[Experience | None] = [None] * n

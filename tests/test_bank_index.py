@@ -54,6 +54,7 @@ def assert_same_hits(fast: list[list], exact: list[list]) -> None:
 def check(bank: ExperienceBank, queries: np.ndarray) -> None:
     """The memory index answers like exact SQL for every task filter and several k, with current rows."""
     live = bank.entries()
+    stored = {int(i): bank.get(int(i)) for i in live["id"]}  # rows as the file has them
     for task in TASKS:
         matching = live if task is None else live[live["task"] == task]
         for k in KS:
@@ -62,9 +63,7 @@ def check(bank: ExperienceBank, queries: np.ndarray) -> None:
             assert all(len(hits) == min(k, len(matching)) for hits in fast)
             if k >= len(matching):
                 assert all(sorted(h.entry.id for h in hits) == sorted(matching["id"]) for hits in fast)
-        for hits in fast:
-            for hit in hits:
-                assert hit.entry == bank.get(hit.entry.id)  # the rows kept in memory are the file's rows
+        assert all(hit.entry == stored[hit.entry.id] for hits in fast for hit in hits)  # memory rows = file rows
     assert len(bank._live.vectors) == len(live) == len(bank._live.entries)
 
 

@@ -67,3 +67,20 @@ def test_notebook_06_explores_a_run_bank(tmp_path, seeded_bank):
     assert "created_step" in text and "counters at the last step" in text  # the bank table and counters printed
     with duckdb.connect(str(out / "runs" / "comp_rl_seed0" / "bank.duckdb"), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM operations WHERE op = 'use'").fetchone()[0] > 0
+
+
+def test_notebook_05_measures_rollout_overhead_per_mode_and_batch_size(tmp_path, seeded_bank):
+    out = tmp_path / "nb05"
+    overrides = json.dumps({"bank.init_from": str(seeded_bank)})  # searches find entries from the first step
+    params = ["-p", "batch_sizes", "[4, 8]", "-p", "steps", "2", "-p", "skip", "1", "-p", "overrides", overrides]
+    assert main(["run", "05_latency_analysis", "--profile", "smoke", "--output-dir", str(out), *params]) == 0
+    table = pd.read_csv(out / "overhead.csv")
+    assert sorted(zip(table["batch_size"], table["mode"])) == sorted((b, m) for b in (4, 8) for m in ("none", "sync", "async"))
+    assert (table["steps"] == 1).all()  # 2 steps, the first dropped as warm-up
+    assert (table.loc[table["mode"] == "none", ["rollout_ratio", "step_ratio"]] == 1.0).all().all()
+    with_manager = table[table["mode"] != "none"]
+    assert (with_manager["queries"] == with_manager["batch_size"] / 2).all()  # one query per guided rollout
+    assert (with_manager["rollout_ratio"] > 0).all() and (table["actor_cpu_s"] > 0).all()
+    for name in ("rollout_overhead.png", "rollout_overhead.pdf"):
+        assert (out / name).stat().st_size > 0, name
+    assert "async manager (Ray) on cores" in (out / "05_latency_analysis.ipynb").read_text()  # the core split printed

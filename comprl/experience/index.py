@@ -10,9 +10,10 @@ either order.)
 A batch of queries costs one matrix product per block (in chunks of queries that keep the score matrix near
 :data:`CHUNK_BYTES`), followed by a top-k selection that avoids a partial sort over every score: the columns are
 split into strided groups, each group's maximum (one vectorised ``maximum.reduce``) picks the ``k`` groups that
-can hold the answer, and only those groups' scores are ranked. On 2 cores, 20,000 random 384-dim entries and
-1,024 queries, that selection made top-16 cost 1.1x the bare matrix product, where ``argpartition`` over all
-scores cost 1.9x; top-1 is an ``argmax`` (which also keeps the first, i.e. lowest-id, maximum).
+can hold the answer, and only those groups' scores are ranked; top-1 is an ``argmax`` (which keeps the first,
+i.e. lowest-id, maximum). On 2 cores, 20,000 random 384-dim entries and 1,024 queries: the bare matrix products
+took 61 ms, top-16 81 ms (with ``argpartition`` over all scores instead: 122 ms), top-1 68 ms; FAISS
+``IndexFlatIP`` took 64 and 60 ms. Being within 0.8-0.9x of FAISS, the index needs nothing beyond numpy.
 
 Deleting an entry only marks its row (its score is masked before selection); the rows are compacted once a
 quarter of a block is dead, so FIFO eviction of the oldest entries does not copy the block on every write.
@@ -30,11 +31,12 @@ import numpy as np
 CHUNK_BYTES = 32 * 2**20
 """Most bytes of one chunk of the query x rows score matrix (float32)."""
 
-TILE_ROWS = 16384
+TILE_ROWS = 32768
 """Most rows (entries) one chunk of scores covers: a wider block is searched in tiles of rows whose answers are
-merged, so that each pass over the vectors serves at least ``CHUNK_BYTES / 4 / TILE_ROWS`` (512) queries."""
+merged, so that each pass over the vectors serves at least ``CHUNK_BYTES / 4 / TILE_ROWS`` (256) queries (a
+matrix product of few queries with many rows is bound by reading the rows, once per chunk)."""
 
-_GROUP = 64  # most columns per strided group in the top-k selection (a power of two, dividing every capacity)
+_GROUP = 32  # most columns per strided group in the top-k selection (a power of two, dividing every capacity)
 
 
 def _normalised(vectors: np.ndarray) -> np.ndarray:
@@ -89,13 +91,14 @@ def _top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     # so these k groups hold the answer, unless more than k groups reach that threshold (ties: checked below).
     floor = np.take_along_axis(maxima, groups, 1).min(axis=1)
     crowded = (maxima >= floor[:, None]).sum(axis=1) > k
-    cols = (groups[:, :, None] + n_groups * np.arange(group)).reshape(n, k * group)
-    candidates = np.take_along_axis(scores, cols, 1)
+    # candidates[r, j * group + i] is the score of column groups[r, j] + i * n_groups
+    candidates = scores.reshape(n, group, n_groups)[np.arange(n)[:, None], :, groups].reshape(n, k * group)
     best = np.argpartition(candidates, k * group - k, axis=1)[:, k * group - k :]
     best_scores = np.take_along_axis(candidates, best, 1)
     # A score equal to the k-th best left out of `best` would be a tie that argpartition settled arbitrarily.
     crowded |= (candidates >= best_scores.min(axis=1)[:, None]).sum(axis=1) > k
-    top_cols, top_scores = _ranked(np.take_along_axis(cols, best, 1), best_scores, k)
+    best_cols = np.take_along_axis(groups, best // group, 1) + n_groups * (best % group)
+    top_cols, top_scores = _ranked(best_cols, best_scores, k)
     rows = np.flatnonzero(crowded)
     if len(rows):
         top_cols[rows], top_scores[rows] = _exact_rows(scores, rows, k)
@@ -200,9 +203,6 @@ class MemoryIndex:
     def __len__(self) -> int:
         return len(self._task_of)
 
-    def __contains__(self, entry_id: object) -> bool:
-        return entry_id in self._task_of
-
     def add(self, task: str, ids: Sequence[int], vectors: np.ndarray) -> None:
         """Add entries of one task; ``vectors`` has one row per id. A ValueError leaves the index unchanged."""
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
@@ -211,7 +211,7 @@ class MemoryIndex:
             raise ValueError(f"vectors must have shape {(len(ids), self.dim)}, got {vectors.shape}")
         if not len(ids):
             return
-        block = self._blocks.get(task) or _Block(self.dim)
+        block = self._blocks[task] if task in self._blocks else _Block(self.dim)
         last = block.last_id
         if np.any(np.diff(ids) <= 0) or (last is not None and ids[0] <= last):
             raise ValueError(f"ids must increase, above the task's last id ({last}), got {ids.tolist()}")
@@ -225,7 +225,7 @@ class MemoryIndex:
     def remove(self, ids: Iterable[int]) -> None:
         """Remove entries by id; a KeyError for an id not held leaves the index unchanged."""
         by_task: dict[str, list[int]] = {}
-        for entry_id in ids:
+        for entry_id in dict.fromkeys(ids):  # each id once
             if entry_id not in self._task_of:
                 raise KeyError(f"id {entry_id} is not in the index")
             by_task.setdefault(self._task_of[entry_id], []).append(entry_id)

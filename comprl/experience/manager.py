@@ -199,12 +199,20 @@ class ExperienceManager:
         self._count(manager_search_queries=len(queries), manager_search_seconds=time.perf_counter() - started)
         return [found[slot] for slot in slots]
 
+    def search_later(
+        self, queries: Sequence[str], task: str, *, seeds: Sequence[int] | None = None, record: bool = True
+    ) -> Future:
+        """:meth:`search` as a future (here it is done before returning; the Ray client's runs meanwhile)."""
+        result: Future = Future()
+        result.set_result(self.search(queries, task, seeds=seeds, record=record))
+        return result
+
     def _warmed_up(self, task: str) -> bool:
         """The warm-up gate: the task's bank holds ``warmup`` entries (waiting for distillation in flight)."""
         warmup = self.config.experience.warmup
         if task in self._warm or warmup == 0:
             return True
-        deadline = time.monotonic() + self.config.experience.flush_timeout_s
+        deadline = time.monotonic() + self.config.experience.warmup_wait_s
         while True:
             live = self.bank.entries()
             if int((live["task"] == task).sum()) >= warmup:
@@ -399,6 +407,9 @@ class ExperienceManager:
             self._process(*work)
 
     def _work_loop(self) -> None:
+        # The extractor yields its core to the search threads: embedding a batch next to a generating extractor on
+        # one core took 2.2x as long at normal priority, and as long as alone at nice 19 (benchmarks, latency.py).
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         while True:
             with self._cv:
                 self._cv.wait_for(lambda: self._closing or (not self._suspended and not self._idle()))
@@ -575,6 +586,13 @@ class RayExperienceManager:
 
     def search(self, queries: Sequence[str], task: str, *, seeds: Sequence[int] | None = None, record: bool = True) -> list[Entry | None]:
         return self._call("search", list(queries), task, seeds=None if seeds is None else list(seeds), record=record)
+
+    def search_later(
+        self, queries: Sequence[str], task: str, *, seeds: Sequence[int] | None = None, record: bool = True
+    ) -> Future:
+        """:meth:`search` running in the manager's process while the caller goes on."""
+        ref = self._handle.search.remote(list(queries), task, seeds=None if seeds is None else list(seeds), record=record)
+        return ref.future()
 
     def submit(self, episodes: Sequence[Episode]) -> int:
         return self._call("submit", list(episodes))

@@ -25,7 +25,7 @@ from comprl.envs.base import EVAL_SEED_OFFSET  # evaluation plays seeds EVAL_SEE
 from comprl.experience.episode import Outcome
 from comprl.experience.manager import Manager, connect
 from comprl.llm import HFEngine, load_model
-from comprl.rollout import Trajectory, run_episodes, summarize
+from comprl.rollout import Trajectory, retrieval_query, run_episodes, summarize
 from comprl.runs import Run
 from comprl.trainers.actor import ActorTrainer
 
@@ -127,15 +127,22 @@ def run_experiment(
             _log_eval(record, 0, engine, envs, config, manager)
         guided = split_halves(config)
         groups = [g for g in range(config.batch_instances) for _ in range(config.group_size)]
+        prefetching = manager is not None and config.experience.mode == "async" and config.experience.prefetch
+        prefetched: _Prefetch | None = None
         bar = tqdm(range(1, config.steps + 1), desc=f"{config.method} on {config.env_id}", unit="step", disable=not progress)
         for step in bar:
             tokens0, seconds0 = engine.stats["generated_tokens"], engine.stats["seconds"]
             started = time.perf_counter()
-            seeds = [s for s in training_seeds(config, step) for _ in range(config.group_size)]
+            seeds = _rollout_seeds(config, step)
             retrieve = None
             if manager is not None:
                 guided_seeds = [s for s, g in zip(seeds, guided) if g]
                 retrieve = functools.partial(manager.search, task=task, seeds=guided_seeds)
+                if prefetched is not None:
+                    retrieve = prefetched.retriever(retrieve)
+                prefetched = None
+                if prefetching and step < config.steps:  # the next step's searches run during this step
+                    prefetched = _Prefetch(manager, envs, task, _rollout_seeds(config, step + 1), guided)
             ask = manager.search_and_ask if manager is not None and config.experience.search_and_ask else None
             trajectories = run_episodes(
                 engine, envs, seeds, config.rollout, groups=groups, guided=guided, retrieve=retrieve, ask=ask,
@@ -195,6 +202,29 @@ def _experience_manager(config: ExperimentConfig, run: Run, device: torch.device
             raise FileNotFoundError(f"bank.init_from={config.bank.init_from!r}: no such bank file")
         shutil.copyfile(config.bank.init_from, run.bank_path)
     return connect(config, run.bank_path, device=str(device))
+
+
+def _rollout_seeds(config: ExperimentConfig, step: int) -> list[int]:
+    """The env seed of every rollout of a step: each task instance's, ``group_size`` times."""
+    return [s for s in training_seeds(config, step) for _ in range(config.group_size)]
+
+
+class _Prefetch:
+    """The searches of a step's guided episodes, sent one step ahead (``experience.prefetch``) so that they run
+    in the manager's process during the previous step; its :meth:`retriever` hands their entries to the rollout."""
+
+    def __init__(self, manager: Manager, envs: Sequence, task: str, seeds: Sequence[int], guided: Sequence[bool]) -> None:
+        first: dict[int, str] = {}
+        for env, seed, is_guided in zip(envs, seeds, guided):
+            if is_guided and seed not in first:  # rollouts of one instance share their first observation
+                first[seed] = retrieval_query(*env.reset(seed=int(seed)))
+        self.seeds = [s for s, g in zip(seeds, guided) if g]
+        self.queries = [first[s] for s in self.seeds]
+        self.result = manager.search_later(self.queries, task, seeds=self.seeds)
+
+    def retriever(self, fallback: Callable[[Sequence[str]], Sequence]) -> Callable[[Sequence[str]], Sequence]:
+        """The prefetched entries when the rollout asks the same queries (it always should), else ``fallback``."""
+        return lambda queries: self.result.result() if list(queries) == self.queries else fallback(queries)
 
 
 def _halves(trajectories: Sequence[Trajectory]) -> dict[str, float]:

@@ -1,0 +1,69 @@
+"""comprl.latency without timing anything: configs per mode, the core split, and the table's arithmetic."""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+import pytest
+
+from comprl.latency import mode_config, overhead_table, split_cores, verdict
+
+
+def test_mode_config_maps_modes_to_methods_and_batch_sizes():
+    none = mode_config("smoke", "none", 16, (1,))
+    assert (none.method, none.batch_instances, none.group_size, none.eval_episodes) == ("baseline", 4, 4, 0)
+    sync = mode_config("smoke", "sync", 8, (1,), steps=5)
+    assert (sync.method, sync.experience.mode, sync.batch_instances, sync.steps) == ("comp_rl", "sync", 2, 5)
+    async_ = mode_config("smoke", "async", 16, (1,), group_size=8)
+    assert (async_.experience.mode, async_.experience.manager_cores, async_.batch_instances) == ("async", (1,), 2)
+    with pytest.raises(ValueError, match="multiple of group_size=4"):
+        mode_config("smoke", "sync", 6)
+    with pytest.raises(ValueError, match="accepted: none, sync, async"):
+        mode_config("smoke", "ray", 8)
+
+
+def test_split_cores_defaults_checks_and_warns_on_overlap():
+    available = sorted(os.sched_getaffinity(0))
+    actor, manager, caption = split_cores() if len(available) > 1 else (None, None, None)
+    if actor is not None:
+        assert manager == (available[-1],) and not set(actor) & set(manager)
+        assert "NOT disjoint" not in caption and f"async manager (Ray) on cores {available[-1]}" in caption
+    with pytest.raises(ValueError, match="need non-empty sets"):
+        split_cores((0,), (max(available) + 1,))
+    with pytest.warns(UserWarning, match="share core"):
+        *_, shared = split_cores((available[0],), (available[0],))
+    assert "NOT disjoint" in shared
+
+
+def rows(mode: str, batch: int, rollout: list[float], search: float | None = None) -> list[dict]:
+    """Metric rows of one run: an eval row, then one train row per step."""
+    out = [{"step": 0, "phase": "eval", "mode": mode, "batch_size": batch, "rollout_seconds": 99.0}]
+    for step, seconds in enumerate(rollout, start=1):
+        row = {"step": step, "phase": "train", "mode": mode, "batch_size": batch, "rollout_seconds": seconds,
+               "step_seconds": seconds + 1}
+        if search is not None:
+            row |= {"manager_search_seconds": search, "manager_search_queries": batch / 2}
+        out.append(row)
+    return out
+
+
+def test_overhead_table_drops_warmup_steps_and_divides_by_none_at_the_same_batch_size():
+    metrics = pd.DataFrame(
+        rows("async", 4, [50.0, 50.0, 3.0, 5.0], search=0.5) + rows("none", 4, [70.0, 9.0, 2.0, 2.0])
+        + rows("sync", 4, [60.0, 60.0, 6.0, 6.0], search=1.0) + rows("none", 8, [80.0, 80.0, 4.0, 4.0])
+        + rows("async", 8, [30.0, 30.0, 4.0, 4.0], search=2.0)
+    )
+    table = overhead_table(metrics, skip=2)
+    assert list(zip(table["batch_size"], table["mode"])) == [(4, "none"), (4, "sync"), (4, "async"), (8, "none"), (8, "async")]
+    by = table.set_index(["batch_size", "mode"])
+    assert (table["steps"] == 2).all()  # steps 3 and 4; the eval row never counts
+    assert by.loc[(4, "async"), "rollout_s"] == 4.0 and by.loc[(4, "async"), "rollout_ratio"] == 2.0
+    assert by.loc[(4, "sync"), "rollout_ratio"] == 3.0 and by.loc[(4, "sync"), "step_ratio"] == 7.0 / 3.0
+    assert by.loc[(8, "async"), "rollout_ratio"] == 1.0 and by.loc[(8, "none"), "rollout_ratio"] == 1.0
+    assert by.loc[(4, "none"), "search_s"] == 0.0 and by.loc[(8, "async"), "queries"] == 4.0
+    assert (table["actor_wait_s"] == 0.0).all()  # metrics the rows lack read as zero
+    assert verdict(table).splitlines() == [
+        "sync: rollout 3.00x..3.00x of none, whole step 2.33x..2.33x",
+        "async: rollout 1.00x..2.00x of none, whole step 1.00x..1.67x: MISSES the target <= 1.02x at every batch size",
+    ]
