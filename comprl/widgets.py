@@ -164,7 +164,7 @@ class BankExplorer:
         try:
             copy = _copy_bank(self.path, Path(folder))
             meta = _bank_meta(copy, self.path)
-            bank = ExperienceBank(copy, _StoredEmbedder(meta["embedder"], int(meta["dim"])), use_vss=False)
+            bank = ExperienceBank(copy, _StoredEmbedder(meta["embedder"], int(meta["dim"])), use_vss=False, index="exact")
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise

@@ -79,7 +79,10 @@ def test_notebook_05_measures_rollout_overhead_per_mode_and_batch_size(tmp_path,
     assert (table["steps"] == 1).all()  # 2 steps, the first dropped as warm-up
     assert (table.loc[table["mode"] == "none", ["rollout_ratio", "step_ratio"]] == 1.0).all().all()
     with_manager = table[table["mode"] != "none"]
-    assert (with_manager["queries"] == with_manager["batch_size"] / 2).all()  # one query per guided rollout
+    sync = table[table["mode"] == "sync"]
+    assert (sync["queries"] == sync["batch_size"] / 2).all()  # one query per guided rollout, in its own step
+    # async prefetches a step's searches during the step before, so they are counted in whichever row comes next
+    assert (table.loc[table["mode"] == "async", "queries"] <= 2 * table.loc[table["mode"] == "async", "batch_size"]).all()
     assert (with_manager["rollout_ratio"] > 0).all() and (table["actor_cpu_s"] > 0).all()
     for name in ("rollout_overhead.png", "rollout_overhead.pdf"):
         assert (out / name).stat().st_size > 0, name
