@@ -65,7 +65,10 @@ def split_cores(actor_cores: Sequence[int] | None = None, manager_cores: Sequenc
     unknown = sorted(set(actor + manager) - set(available))
     if not actor or not manager or unknown:
         raise ValueError(f"actor_cores={actor}, manager_cores={manager}: need non-empty sets of the cores {available}")
-    caption = f"actor on cores {_cores(actor)}, async manager (Ray) on cores {_cores(manager)}; sync manager inside the actor's process"
+    caption = (
+        f"actor on cores {_cores(actor)}, async manager (Ray, with the actor process's Ray client threads) on cores "
+        f"{_cores(manager)}; sync manager inside the actor's process"
+    )
     shared = sorted(set(actor) & set(manager))
     if shared:
         caption += f". NOT disjoint: core(s) {_cores(shared)} shared ({len(available)} core(s) available)"
@@ -202,13 +205,16 @@ def _pinned_run(config: dict[str, Any], root: str, name: str, actor: tuple[int, 
 
     config = ExperimentConfig.from_dict(config)
     ray = None
+    actor_threads = set(os.listdir("/proc/self/task"))
     if config.uses_experience and config.experience.mode == "async" and config.experience.ray_address is None:
         import ray
 
-        # Ray's processes (GCS, raylet, the manager's worker) inherit the affinity of the thread that starts them.
+        # Ray's processes (GCS, raylet, the manager's worker) and the client threads ray.init starts in this
+        # process inherit the affinity of the thread that starts them: all of them stay on the manager's cores,
+        # as the paper's RPC threads are not on the actor's GPUs.
         os.sched_setaffinity(0, manager)
         ray.init(num_cpus=len(manager), include_dashboard=False, logging_level="WARNING")
-    _pin_process(actor)
+    _pin_threads(actor_threads, actor)
     torch.set_num_threads(len(actor))
     clock = {0: _clocks()}
 
@@ -230,9 +236,10 @@ def _pinned_run(config: dict[str, Any], root: str, name: str, actor: tuple[int, 
     return run.metrics().merge(spent.assign(phase="train"), on=["step", "phase"], how="left")
 
 
-def _pin_process(cores: tuple[int, ...]) -> None:
-    """Pin every thread of this process (``sched_setaffinity(0)`` alone pins only the calling thread)."""
-    for thread in os.listdir("/proc/self/task"):
+def _pin_threads(threads: set[str], cores: tuple[int, ...]) -> None:
+    """Pin these threads of this process (``sched_setaffinity(0)`` alone pins only the calling thread); threads
+    they start later inherit the pinning."""
+    for thread in threads:
         with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
             os.sched_setaffinity(int(thread), cores)
 

@@ -28,7 +28,7 @@ def test_split_cores_defaults_checks_and_warns_on_overlap():
     actor, manager, caption = split_cores() if len(available) > 1 else (None, None, None)
     if actor is not None:
         assert manager == (available[-1],) and not set(actor) & set(manager)
-        assert "NOT disjoint" not in caption and f"async manager (Ray) on cores {available[-1]}" in caption
+        assert "NOT disjoint" not in caption and f"Ray client threads) on cores {available[-1]}" in caption
     with pytest.raises(ValueError, match="need non-empty sets"):
         split_cores((0,), (max(available) + 1,))
     with pytest.warns(UserWarning, match="share core"):

@@ -86,4 +86,4 @@ def test_notebook_05_measures_rollout_overhead_per_mode_and_batch_size(tmp_path,
     assert (with_manager["rollout_ratio"] > 0).all() and (table["actor_cpu_s"] > 0).all()
     for name in ("rollout_overhead.png", "rollout_overhead.pdf"):
         assert (out / name).stat().st_size > 0, name
-    assert "async manager (Ray) on cores" in (out / "05_latency_analysis.ipynb").read_text()  # the core split printed
+    assert "Ray client threads) on cores" in (out / "05_latency_analysis.ipynb").read_text()  # the core split printed
