@@ -2,7 +2,7 @@
 
 The experience side (``comprl.experience``) is a service the actor side calls; it imports nothing from the
 actor side, and the shared layer (configs, models, objectives, environments) imports neither side.
-Reproduce by hand with ``grep -rn "comprl\\.\\(rollout\\|trainers\\)" comprl/experience``.
+Reproduce by hand with ``grep -rnE "^\\s*(from|import) comprl\\.(rollout|trainers)" comprl/experience``.
 """
 
 from __future__ import annotations

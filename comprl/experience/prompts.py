@@ -235,7 +235,7 @@ def _snippet(value: Any) -> str:
 
 
 def render_transcript(messages: Sequence[Mapping[str, str]], max_chars: int) -> str:
-    """The interaction of a :class:`~comprl.rollout.Trajectory` as compact text for the extractor.
+    """The interaction of an :class:`~comprl.experience.episode.Episode` as compact text for the extractor.
 
     System messages are skipped; each user message is an observation and each assistant message the agent's
     reply, labelled with the turn number (``Observation 3:`` then ``Agent 3: north``). Answer tags are removed
