@@ -446,20 +446,18 @@ class ExperienceManager:
                 for batch, step in outcomes:
                     self.trainer.credit(batch, step)
             if merge_step is not None:
-                started = time.perf_counter()
                 for task in sorted(self._live_tasks()):
                     samples += self._track(task).merge(merge_step)
-                self._count(manager_merges=1, manager_merge_seconds=time.perf_counter() - started)
+                self._count(manager_merges=1)
             by_task: dict[str, list[Episode]] = {}
             for episode in episodes:
                 by_task.setdefault(episode.task, []).append(episode)
             for task, group in by_task.items():
-                started = time.perf_counter()
                 samples += self._track(task).distill(group, max(e.step for e in group))
-                self._count(manager_distilled=len(group), manager_distill_seconds=time.perf_counter() - started)
+                self._count(manager_distilled=len(group))
             if self.trainer is not None:
                 self.trainer.add(samples)
-                while (update := self.trainer.maybe_step()) is not None:
+                if (update := self.trainer.maybe_step()) is not None:  # every update the buffer allows
                     self.engine.sync_weights()
                     with self._cv:
                         self._updates.append(update)
@@ -505,12 +503,11 @@ class ExperienceManager:
             metrics = {k: float(v) for k, v in counts.items()}
             metrics["manager_queue"] = float(len(self._queue))
         metrics.setdefault("manager_search_queries", 0.0)
-        metrics["retrieval_seconds"] = metrics.get("manager_search_seconds", 0.0)
-        metrics["retrieval_ms_per_query"] = 1000 * metrics["retrieval_seconds"] / max(metrics["manager_search_queries"], 1)
+        metrics["retrieval_ms_per_query"] = 1000 * metrics.get("manager_search_seconds", 0.0) / max(metrics["manager_search_queries"], 1)
         metrics.update(self._gauges)
-        metrics["extractor_updates"] = float(len(updates))
-        if updates:
+        if updates:  # the metrics of the latest batch of updates, and how many updates there were in all
             metrics.update({f"extractor_{k}": v for k, v in updates[-1].items()})
+        metrics["extractor_updates"] = sum(u["updates"] for u in updates)
         metrics["bank_size"] = float(len(self.bank))
         return metrics
 
