@@ -19,26 +19,27 @@ import time
 
 import pandas as pd
 
-from comprl.latency import measure_overhead, plot_overhead, verdict
+from comprl.latency import MODES, measure_overhead, plot_overhead, verdict
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="smoke", choices=("smoke", "cpu"))
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[4, 8, 16, 32], help="rollouts per step")
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="none is needed for the ratios")
     parser.add_argument("--steps", type=int, default=8, help="training steps per run")
     parser.add_argument("--skip", type=int, default=2, help="warm-up steps dropped from every run")
     parser.add_argument("--out", default="results/rollout_overhead", help="run folders and the figure go here")
     args = parser.parse_args()
 
     started = time.perf_counter()
-    table = measure_overhead(args.profile, args.batch_sizes, steps=args.steps, skip=args.skip, output_dir=args.out)
+    table = measure_overhead(args.profile, args.batch_sizes, args.modes, steps=args.steps, skip=args.skip, output_dir=args.out)
     plot_overhead(table, f"{args.out}/rollout_overhead")
     table.to_csv(f"{args.out}/rollout_overhead.csv", index=False)
 
     print(f"profile={args.profile}, {args.steps} steps per run, first {args.skip} dropped; {table.attrs['core_split']}")
     columns = [
-        "batch_size", "mode", "steps", "rollout_s", "rollout_ratio", "step_s", "step_ratio", "search_s", "queries", "experience_s",
+        "batch_size", "mode", "steps", "rollout_s", "rollout_ratio", "seq_tokens", "per_token_ratio", "step_s", "step_ratio", "search_s", "queries", "experience_s",
         "actor_cpu_s", "actor_wait_s", "actor_blocked_s",
     ]
     with pd.option_context("display.width", 200, "display.max_columns", 20):

@@ -336,6 +336,10 @@ class ExperimentConfig:
     """Sampling temperature of evaluation episodes."""
     seed: int = 0
     """Seed for model init (tiny-random), sampling and the training task instances."""
+    checkpoint_every: int = 5
+    """Write the run's checkpoint (``comprl.checkpoint``) every this many steps, and after the last; 0 = only
+    after the last. A killed run continues from it with ``resume`` (comprl's; the paper is silent). Each holds the trainable
+    weights and optimiser states of both models: for a full fine-tune, three fp32 copies of each."""
     device: str = "auto"
     """``cpu``, ``cuda`` or ``auto`` (cuda when available)."""
     dtype: str = "float32"
@@ -357,9 +361,9 @@ class ExperimentConfig:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r}; accepted: {', '.join(METHODS)}")
-        for name in ("steps", "batch_instances", "group_size", "max_turns", "eval_episodes"):
+        for name in ("steps", "batch_instances", "group_size", "max_turns", "eval_episodes", "checkpoint_every"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name in ("steps", "eval_episodes") else 1):
+            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name in ("batch_instances", "group_size", "max_turns") else 0):
                 raise ValueError(f"{name}={value!r}: expected a non-negative integer (>= 1 for counts of things)")
         if self.env_id not in ENV_IDS:
             raise ValueError(f"unknown env id {self.env_id!r}; accepted: {', '.join(ENV_IDS)}")
@@ -410,6 +414,7 @@ PROFILES: dict[str, ExperimentConfig] = {
         group_size=4,
         max_turns=3,
         eval_episodes=2,
+        checkpoint_every=1,
         device="cpu",
         rollout=RolloutConfig(max_new_tokens=8),
         actor=ActorConfig(learning_rate=1e-4, micro_batch_size=4),
@@ -430,6 +435,7 @@ PROFILES: dict[str, ExperimentConfig] = {
         max_turns=6,
         eval_episodes=8,
         eval_temperature=0.7,
+        checkpoint_every=1,
         device="cpu",
         # At temperature 1.0 the 4-bit SmolLM2-135M writes no valid action (0/16 first replies on Room);
         # at 0.7, with "<answer>" pre-filled, about half of them are valid.

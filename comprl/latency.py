@@ -46,6 +46,7 @@ PER_STEP = {
     "search_s": "manager_search_seconds",
     "queries": "manager_search_queries",
     "tokens": "generated_tokens",
+    "seq_tokens": "mean_sequence_tokens",
     "actor_cpu_s": "actor_cpu_seconds",
     "actor_wait_s": "actor_wait_seconds",
     "actor_blocked_s": "actor_blocked_seconds",
@@ -135,8 +136,9 @@ def measure_overhead(
 
 
 def overhead_table(metrics: pd.DataFrame, skip: int = 2) -> pd.DataFrame:
-    """Per (mode, batch size): the mean of each :data:`PER_STEP` metric over the training steps after ``skip``,
-    and the rollout and step time relative to mode ``none`` at the same batch size.
+    """Per (mode, batch size): the mean of each :data:`PER_STEP` metric over the training steps after ``skip``;
+    the rollout and step time relative to mode ``none`` at the same batch size; rollout time per token of the
+    rolled-out sequences (``token_s``) and its ratio to ``none`` (``per_token_ratio``).
 
     ``metrics`` holds the runs' metric rows with ``mode`` and ``batch_size`` columns added.
     """
@@ -145,9 +147,12 @@ def overhead_table(metrics: pd.DataFrame, skip: int = 2) -> pd.DataFrame:
     table = kept.groupby(["batch_size", "mode"], sort=False).agg(steps=("step", "count"), **columns).reset_index()
     for name in PER_STEP:
         table[name] = table[name].fillna(0.0) if name in table else 0.0
+    # The modes' rollouts are not the same amount of work: the guided half's prompts carry an entry, and episodes
+    # end at different turns in different runs. Time per token of the rolled-out sequences corrects for that.
+    table["token_s"] = table["rollout_s"] / (table["seq_tokens"] * table["batch_size"]).where(table["seq_tokens"] > 0)
     reference = table[table["mode"] == "none"].set_index("batch_size")
-    for column in ("rollout_s", "step_s"):
-        table[column.replace("_s", "_ratio")] = table[column] / table["batch_size"].map(reference[column])
+    for column, ratio in (("rollout_s", "rollout_ratio"), ("step_s", "step_ratio"), ("token_s", "per_token_ratio")):
+        table[ratio] = table[column] / table["batch_size"].map(reference[column])
     return table.sort_values(["batch_size", "mode"], key=lambda c: c.map(MODES.index) if c.name == "mode" else c, ignore_index=True)
 
 
@@ -180,12 +185,15 @@ def plot_overhead(table: pd.DataFrame, path_stem: str | Path, caption: str | Non
 
 
 def verdict(table: pd.DataFrame) -> str:
-    """One line per mode with a manager: its range of rollout (and step) time relative to ``none``; for async,
-    whether it meets :data:`ASYNC_TARGET` at every batch size."""
+    """One line per mode with a manager: its range of rollout time (per step and per token) and step time
+    relative to ``none``; for async, whether its rollout time per step meets :data:`ASYNC_TARGET` at every batch size."""
     lines = []
     for mode, rows in table[table["mode"] != "none"].groupby("mode", sort=False):
-        rollout, step = rows["rollout_ratio"], rows["step_ratio"]
-        line = f"{mode}: rollout {rollout.min():.2f}x..{rollout.max():.2f}x of none, whole step {step.min():.2f}x..{step.max():.2f}x"
+        rollout, step, token = rows["rollout_ratio"], rows["step_ratio"], rows["per_token_ratio"]
+        line = (
+            f"{mode}: rollout {rollout.min():.2f}x..{rollout.max():.2f}x of none ({token.min():.2f}x..{token.max():.2f}x per token), "
+            f"whole step {step.min():.2f}x..{step.max():.2f}x"
+        )
         if mode == "async":
             line += f": {'meets' if rollout.max() <= ASYNC_TARGET else 'MISSES'} the target <= {ASYNC_TARGET}x at every batch size"
         lines.append(line)

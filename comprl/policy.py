@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from transformers import PreTrainedModel
@@ -93,6 +93,29 @@ class PolicyTrainer:
     def logprob_temperature(self, sequence: PackedSequence) -> float:
         """The temperature ``sequence``'s behaviour log-probs were taken at; its log-probs are recomputed there."""
         raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint needs to continue training exactly: the trainable weights by name (LoRA adapters, or
+        every weight of a full fine-tune) in fp32 (the masters), and the optimiser's state."""
+        names = [name for name, p in self.model.named_parameters() if p.requires_grad]
+        return {
+            "weights": {name: master.detach().clone() for name, master in zip(names, self._masters)},
+            "optimizer": self.optimizer.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` into a trainer built on the same base model and config."""
+        names = [name for name, p in self.model.named_parameters() if p.requires_grad]
+        if sorted(names) != sorted(state["weights"]):
+            missing, extra = sorted(set(names) - set(state["weights"])), sorted(set(state["weights"]) - set(names))
+            raise ValueError(f"checkpoint does not fit this model's trainable weights: missing {missing[:3]}, unexpected {extra[:3]}")
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        with torch.no_grad():
+            for name, param, master in zip(names, params, self._masters):
+                master.copy_(state["weights"][name])
+                if param is not master:
+                    param.copy_(master)
+        self.optimizer.load_state_dict(state["optimizer"])
 
     def update(self, sequences: Sequence[PackedSequence], advantages: torch.Tensor) -> dict[str, float]:
         """Run ``update_epochs`` optimiser steps on one batch with the given per-sequence advantages."""

@@ -16,9 +16,12 @@ from typing import Any, Iterable
 import duckdb
 import pandas as pd
 
+from comprl import checkpoint
 from comprl.config import ExperimentConfig
 
 _COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+FINISHED = "finished"
+"""The file a run writes into its folder when it is done."""
 
 
 @dataclass(frozen=True)
@@ -28,16 +31,36 @@ class Run:
     path: Path
 
     @classmethod
-    def create(cls, root: str | Path, config: ExperimentConfig, name: str | None = None) -> "Run":
-        """Make ``root/name`` (default name: method, env, seed and a timestamp) and write ``config.json``."""
+    def create(cls, root: str | Path, config: ExperimentConfig, name: str | None = None, resume: bool = False) -> "Run":
+        """Make ``root/name`` (default name: method, env, seed and a timestamp) and write ``config.json``.
+
+        An existing folder of that name is started afresh (its metrics, bank and checkpoints are deleted), or with
+        ``resume`` kept as it is, after checking that it holds a run of the same config.
+        """
         if name is None:
             env = config.env_id.split("/")[-1]
             stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
             name = f"{config.method}_{env}_seed{config.seed}_{stamp}"
-        path = Path(root) / name
-        path.mkdir(parents=True, exist_ok=True)
-        (path / "config.json").write_text(config.to_json())
-        return cls(path)
+        run = cls(Path(root) / name)
+        if resume and (run.path / "config.json").exists():
+            differ = _differences(run.config().to_dict(), config.to_dict())
+            if differ:
+                raise ValueError(
+                    f"cannot resume {run.path}: it holds a run of another config ({'; '.join(differ[:5])}); "
+                    "resume with the same config, or start afresh with resume=False or under another name"
+                )
+            return run
+        run.path.mkdir(parents=True, exist_ok=True)
+        run.clear()
+        (run.path / "config.json").write_text(config.to_json())
+        return run
+
+    def clear(self) -> None:
+        """Delete what a run wrote into this folder (metrics, bank, checkpoints, the finished mark); keep the rest."""
+        checkpoint.discard(self.path)
+        for path in [self.db_path, self.bank_path, self.path / FINISHED]:
+            for file in [path, *path.parent.glob(f"{path.name}.*")]:  # with the .wal, .holder, .queue.jsonl beside it
+                file.unlink(missing_ok=True)
 
     @property
     def db_path(self) -> Path:
@@ -47,6 +70,23 @@ class Run:
     def bank_path(self) -> Path:
         """The experience bank's DuckDB file (methods with experience)."""
         return self.path / "bank.duckdb"
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run got to its end (its last evaluation is logged)."""
+        return (self.path / FINISHED).exists()
+
+    def mark_finished(self) -> None:
+        (self.path / FINISHED).write_text(datetime.now(timezone.utc).isoformat() + "\n")
+
+    def rollback(self, step: int) -> None:
+        """Delete the metric rows a checkpoint after training step ``step`` does not cover: those of later steps,
+        and an evaluation at ``step`` itself (logged after that checkpoint) unless ``step`` is 0."""
+        if not self.db_path.exists():
+            return
+        with duckdb.connect(str(self.db_path)) as con:
+            if con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'metrics'").fetchone()[0]:
+                con.execute("DELETE FROM metrics WHERE step > ? OR (phase = 'eval' AND step = ? AND step > 0)", [step, step])
 
     def config(self) -> ExperimentConfig:
         return ExperimentConfig.from_dict(json.loads((self.path / "config.json").read_text()))
@@ -86,6 +126,18 @@ class Run:
         path = self.path / f"{name}.csv"
         table.to_csv(path, index=False)
         return path
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    """``field: old -> new`` for every config field that differs, nested ones dotted."""
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, f"{prefix}{key}.")
+        elif (list(a) if isinstance(a, (list, tuple)) else a) != (list(b) if isinstance(b, (list, tuple)) else b):
+            out.append(f"{prefix}{key}: {a!r} -> {b!r}")
+    return out
 
 
 def load_metrics(runs: Iterable[Run | str | Path]) -> pd.DataFrame:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import pytest
 import torch
 
+from comprl.envs import make
 from comprl.envs.swe.sandbox import SandboxUnavailable, bwrap_path, check_episode_limits
 from comprl.llm import HFEngine, load_model, token_logprobs
 from comprl.policy import PackedSequence
@@ -23,6 +25,20 @@ def _sandbox_problem() -> str:
 
 needs_sandbox = pytest.mark.skipif(bool(_sandbox_problem()), reason=_sandbox_problem() or "sandbox available")
 """Skips a test that needs SWE-lite's sandbox (bubblewrap, cgroups and tmpfs mounts), saying what is missing."""
+
+
+class RewardByReplyLength(gym.Wrapper):
+    """An env whose replies of even length earn 1: a random model's rollouts of one task then differ in return,
+    so its GRPO advantages are not all zero."""
+
+    def step(self, action):
+        obs, _, terminated, truncated, info = self.env.step(action)
+        return obs, float(len(action) % 2 == 0), terminated, truncated, info
+
+
+def make_rewarding_even_replies(env_id: str, **kwargs) -> RewardByReplyLength:
+    """``comprl.envs.make`` with :class:`RewardByReplyLength` around the env (patched over ``loop.make``)."""
+    return RewardByReplyLength(make(env_id, **kwargs))
 
 
 @pytest.fixture(scope="module")

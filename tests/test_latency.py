@@ -36,12 +36,12 @@ def test_split_cores_defaults_checks_and_warns_on_overlap():
     assert "NOT disjoint" in shared
 
 
-def rows(mode: str, batch: int, rollout: list[float], search: float | None = None) -> list[dict]:
-    """Metric rows of one run: an eval row, then one train row per step."""
+def rows(mode: str, batch: int, rollout: list[float], search: float | None = None, tokens: float = 100.0) -> list[dict]:
+    """Metric rows of one run: an eval row, then one train row per step (``tokens`` per rolled-out sequence)."""
     out = [{"step": 0, "phase": "eval", "mode": mode, "batch_size": batch, "rollout_seconds": 99.0}]
     for step, seconds in enumerate(rollout, start=1):
         row = {"step": step, "phase": "train", "mode": mode, "batch_size": batch, "rollout_seconds": seconds,
-               "step_seconds": seconds + 1}
+               "step_seconds": seconds + 1, "mean_sequence_tokens": tokens}
         if search is not None:
             row |= {"manager_search_seconds": search, "manager_search_queries": batch / 2}
         out.append(row)
@@ -50,7 +50,7 @@ def rows(mode: str, batch: int, rollout: list[float], search: float | None = Non
 
 def test_overhead_table_drops_warmup_steps_and_divides_by_none_at_the_same_batch_size():
     metrics = pd.DataFrame(
-        rows("async", 4, [50.0, 50.0, 3.0, 5.0], search=0.5) + rows("none", 4, [70.0, 9.0, 2.0, 2.0])
+        rows("async", 4, [50.0, 50.0, 3.0, 5.0], search=0.5, tokens=160.0) + rows("none", 4, [70.0, 9.0, 2.0, 2.0])
         + rows("sync", 4, [60.0, 60.0, 6.0, 6.0], search=1.0) + rows("none", 8, [80.0, 80.0, 4.0, 4.0])
         + rows("async", 8, [30.0, 30.0, 4.0, 4.0], search=2.0)
     )
@@ -61,9 +61,11 @@ def test_overhead_table_drops_warmup_steps_and_divides_by_none_at_the_same_batch
     assert by.loc[(4, "async"), "rollout_s"] == 4.0 and by.loc[(4, "async"), "rollout_ratio"] == 2.0
     assert by.loc[(4, "sync"), "rollout_ratio"] == 3.0 and by.loc[(4, "sync"), "step_ratio"] == 7.0 / 3.0
     assert by.loc[(8, "async"), "rollout_ratio"] == 1.0 and by.loc[(8, "none"), "rollout_ratio"] == 1.0
+    # async at 4 rolled out sequences 1.6x as long as none's: per token it took 2.0 / 1.6 the time
+    assert by.loc[(4, "async"), "per_token_ratio"] == 1.25 and by.loc[(4, "sync"), "per_token_ratio"] == 3.0
     assert by.loc[(4, "none"), "search_s"] == 0.0 and by.loc[(8, "async"), "queries"] == 4.0
     assert (table["actor_wait_s"] == 0.0).all()  # metrics the rows lack read as zero
     assert verdict(table).splitlines() == [
-        "sync: rollout 3.00x..3.00x of none, whole step 2.33x..2.33x",
-        "async: rollout 1.00x..2.00x of none, whole step 1.00x..1.67x: MISSES the target <= 1.02x at every batch size",
+        "sync: rollout 3.00x..3.00x of none (3.00x..3.00x per token), whole step 2.33x..2.33x",
+        "async: rollout 1.00x..2.00x of none (1.00x..1.25x per token), whole step 1.00x..1.67x: MISSES the target <= 1.02x at every batch size",
     ]

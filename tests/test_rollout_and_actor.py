@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import gymnasium as gym
+
+from conftest import make_rewarding_even_replies
 
 from comprl.chat import ChatFormat
 from comprl.config import make_config
@@ -191,16 +192,8 @@ def test_greedy_rollouts_are_scored_at_temperature_one(fresh, assert_logprobs_ma
     assert all(v == v for v in metrics.values())  # no NaN
 
 
-class _RewardByReplyLength(gym.Wrapper):
-    """Room, but a reply of even length earns 1: a random model's rollouts of one task then differ in return."""
-
-    def step(self, action):
-        obs, _, terminated, truncated, info = self.env.step(action)
-        return obs, float(len(action) % 2 == 0), terminated, truncated, info
-
-
 def test_a_smoke_comp_rl_step_takes_an_actor_gradient(tmp_path, monkeypatch):
-    monkeypatch.setattr(loop, "make", lambda env_id, **kwargs: _RewardByReplyLength(make(env_id, **kwargs)))
+    monkeypatch.setattr(loop, "make", make_rewarding_even_replies)
     rows = []
     config = make_config("smoke", method="comp_rl", steps=1, eval_episodes=0)
     loop.run_experiment(config, tmp_path, name="smoke", progress=False, callback=lambda step, m, phase: rows.append(m))

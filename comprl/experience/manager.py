@@ -75,6 +75,8 @@ class ExperienceManager:
             batching thread with ``search_workers`` workers (what the Ray-hosted manager does); False = every call
             does its work before returning (``mode="sync"``).
         clock: seconds, for the "recently retrieved" window (injectable for tests).
+        checkpoint: a folder written by :meth:`save_checkpoint` to continue from: its bank replaces the file at
+            ``bank_path`` and the extractor, its samples, the queue and the random states are restored.
     """
 
     def __init__(
@@ -85,6 +87,7 @@ class ExperienceManager:
         device: str = "cpu",
         background: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        checkpoint: str | Path | None = None,
     ) -> None:
         exp = config.experience
         if background and exp.manager_cores:
@@ -97,6 +100,9 @@ class ExperienceManager:
         # The extractor samples from its own torch random state, so that what it writes depends on its inputs and
         # the seed alone: not on the actor's sampling in the same process (sync) nor on the host (sync or Ray).
         self._torch_rng = torch.Generator().manual_seed(config.seed + 1).get_state()
+        if checkpoint is not None:
+            ExperienceBank.restore(Path(checkpoint) / "bank.duckdb", bank_path)
+            queue_path(bank_path).unlink(missing_ok=True)  # persisted after the checkpoint: its episodes come again
         dtype = getattr(torch, config.dtype)
         model, tokenizer = load_model(config.extractor.model, dtype=dtype, device=torch.device(device), seed=config.seed + 1)
         self.trainer = (
@@ -123,6 +129,7 @@ class ExperienceManager:
         self._merges: deque[int] = deque()
         self._busy = False
         self._suspended = False
+        self._holds = 0  # checkpoints being written: the background thread starts no new work
         self._closing = False
         self._counts: Counter = Counter()
         self._timers: Counter = Counter()
@@ -131,9 +138,11 @@ class ExperienceManager:
         self._error: BaseException | None = None
         self._report: dict[str, Any] | None = None
 
+        if checkpoint is not None:
+            self._load_checkpoint(Path(checkpoint))
         restored = queue_path(bank_path)
         if restored.is_file():
-            episodes = [_episode(json.loads(line)) for line in restored.read_text().splitlines() if line.strip()]
+            episodes = _read_episodes(restored)
             self._queue.extend(episodes)
             self._counts["manager_restored"] += len(episodes)
             restored.unlink()
@@ -412,10 +421,10 @@ class ExperienceManager:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         while True:
             with self._cv:
-                self._cv.wait_for(lambda: self._closing or (not self._suspended and not self._idle()))
+                self._cv.wait_for(lambda: self._closing or (not (self._suspended or self._holds) and not self._idle()))
                 if self._idle() and self._closing:
                     return
-                if self._suspended and not self._closing:
+                if (self._suspended or self._holds) and not self._closing:
                     continue
                 work = self._take()
                 self._busy = True
@@ -520,8 +529,7 @@ class ExperienceManager:
         report: dict[str, Any] = {"drained": 0, "persisted": 0}
         with self._cv:
             if persist and self._queue:
-                path = queue_path(self.bank.path)
-                path.write_text("".join(json.dumps(asdict(e)) + "\n" for e in self._queue))
+                _write_episodes(queue_path(self.bank.path), self._queue)
                 report["persisted"] = len(self._queue)
                 self._queue.clear()
             report["drained"] = len(self._queue)
@@ -541,6 +549,68 @@ class ExperienceManager:
         self._report = report
         return report
 
+    # -----------------------------------------------------------------------------------------------------
+    # Checkpoints
+    # -----------------------------------------------------------------------------------------------------
+
+    def save_checkpoint(self, directory: str | Path) -> None:
+        """Write the experience side's state to ``directory``, between two units of the extractor's work (it
+        waits for the one in progress, then starts no new one until done; searches go on): a snapshot of the
+        bank (``bank.duckdb``), the episodes still queued (``queue.jsonl``), and in ``manager.pt`` the
+        extractor's trainable weights, optimiser and samples, the outcomes and merges not yet processed, the
+        random states and the retrieval counters.
+
+        Recency is kept as the age of each entry's last retrieval, so a resumed run sees the same entries as
+        recently retrieved only if it continues within ``bank.recent_seconds``; time while stopped does not count.
+        """
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        with self._cv:
+            self._holds += 1
+            try:
+                self._cv.wait_for(lambda: not self._busy or self._error is not None)
+                self._raise_background_error()
+            except BaseException:
+                self._holds -= 1
+                raise
+            queue, outcomes, merges = list(self._queue), list(self._outcomes), list(self._merges)
+            state = {"step": self._step, "warm": set(self._warm), "outcomes": outcomes, "merges": merges}
+        try:
+            with self._rank_lock:
+                now = self._clock()
+                state["retrieval"] = {
+                    "dropout_rng": self._rng.bit_generator.state,
+                    "ages": {entry: now - t for entry, t in self._last_retrieved.items()},
+                    "counts": dict(self._retrievals),
+                }
+            state["extractor_rng"] = self._torch_rng
+            state["trainer"] = None if self.trainer is None else self.trainer.state_dict()
+            self.bank.snapshot(directory / "bank.duckdb")
+            _write_episodes(directory / "queue.jsonl", queue)
+            torch.save(state, directory / "manager.pt")
+        finally:
+            with self._cv:
+                self._holds -= 1
+                self._cv.notify_all()
+
+    def _load_checkpoint(self, directory: Path) -> None:
+        """Restore what :meth:`save_checkpoint` wrote (the bank file was put back before it was opened)."""
+        state = torch.load(directory / "manager.pt", weights_only=False)
+        if (self.trainer is None) != (state["trainer"] is None):
+            raise ValueError(f"checkpoint {directory} was written by a run that {'did not train' if self.trainer else 'trained'} its extractor")
+        if self.trainer is not None:
+            self.trainer.load_state_dict(state["trainer"])
+            self.engine.sync_weights()
+        self._step, self._warm = state["step"], set(state["warm"])
+        self._outcomes, self._merges = list(state["outcomes"]), deque(state["merges"])
+        self._queue.extend(_read_episodes(directory / "queue.jsonl"))
+        self._torch_rng = state["extractor_rng"]
+        retrieval = state["retrieval"]
+        self._rng.bit_generator.state = retrieval["dropout_rng"]
+        now = self._clock()
+        self._last_retrieved = {entry: now - age for entry, age in retrieval["ages"].items()}
+        self._retrievals = dict(retrieval["counts"])
+
     def _count(self, **values: float) -> None:
         with self._cv:
             self._counts.update(values)
@@ -550,10 +620,18 @@ class ExperienceManager:
             raise RuntimeError(f"the experience manager's background thread failed: {self._error!r}") from self._error
 
 
-def _episode(data: dict[str, Any]) -> Episode:
-    data["messages"] = tuple(data["messages"])
-    data["experience_ids"] = tuple(data["experience_ids"])
-    return Episode(**data)
+def _write_episodes(path: Path, episodes: Sequence[Episode]) -> None:
+    """Episodes as JSON lines (a persisted queue, a checkpoint's queue)."""
+    path.write_text("".join(json.dumps(asdict(e)) + "\n" for e in episodes))
+
+
+def _read_episodes(path: Path) -> list[Episode]:
+    episodes = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            data = json.loads(line)
+            episodes.append(Episode(**{**data, "messages": tuple(data["messages"]), "experience_ids": tuple(data["experience_ids"])}))
+    return episodes
 
 
 class RayExperienceManager:
@@ -563,7 +641,9 @@ class RayExperienceManager:
     ``submit``, ``credit`` and ``step_done`` return as soon as the work is queued there.
     """
 
-    def __init__(self, config: ExperimentConfig, bank_path: str | Path, *, device: str = "cpu") -> None:
+    def __init__(
+        self, config: ExperimentConfig, bank_path: str | Path, *, device: str = "cpu", checkpoint: str | Path | None = None
+    ) -> None:
         try:
             import ray
         except ImportError as error:  # pragma: no cover - ray is a core dependency
@@ -575,7 +655,8 @@ class RayExperienceManager:
         remote = ray.remote(ExperienceManager).options(
             num_cpus=cores, max_concurrency=config.experience.search_workers + 4, name=None
         )
-        self._handle = remote.remote(config, str(bank_path), device=device, background=True)
+        checkpoint = None if checkpoint is None else str(checkpoint)
+        self._handle = remote.remote(config, str(bank_path), device=device, background=True, checkpoint=checkpoint)
         ray.get(self._handle.ready.remote())
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
@@ -612,6 +693,10 @@ class RayExperienceManager:
     def stats(self) -> dict[str, float]:
         return self._call("stats")
 
+    def save_checkpoint(self, directory: str | Path) -> None:
+        """Written by the manager's process: ``directory`` must be a path it can reach (shared storage on a cluster)."""
+        self._call("save_checkpoint", str(directory))
+
     def close(self) -> dict[str, Any]:
         report = self._call("close")
         self._ray.kill(self._handle)
@@ -622,8 +707,8 @@ Manager = ExperienceManager | RayExperienceManager
 """Either host of the interface."""
 
 
-def connect(config: ExperimentConfig, bank_path: str | Path, *, device: str = "cpu") -> Manager:
-    """The experience manager of a run, hosted as ``config.experience.mode`` says."""
-    if config.experience.mode == "async":
-        return RayExperienceManager(config, bank_path, device=device)
-    return ExperienceManager(config, bank_path, device=device)
+def connect(config: ExperimentConfig, bank_path: str | Path, *, device: str = "cpu", checkpoint: str | Path | None = None) -> Manager:
+    """The experience manager of a run, hosted as ``config.experience.mode`` says, continuing from ``checkpoint``
+    (a folder :meth:`ExperienceManager.save_checkpoint` wrote) when given."""
+    host = RayExperienceManager if config.experience.mode == "async" else ExperienceManager
+    return host(config, bank_path, device=device, checkpoint=checkpoint)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 from transformers import PreTrainedModel
@@ -84,6 +84,22 @@ class ExtractorTrainer(PolicyTrainer):
         """Extractor updates taken so far."""
         self._writer: dict[int, ExtractorSample] = {}
         self._parents: dict[int, tuple[int, ...]] = {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """:meth:`PolicyTrainer.state_dict` plus the samples held (pickled together, so a sample that is both in
+        the buffer and an entry's writer stays one object) and the update counter."""
+        return {
+            **super().state_dict(),
+            "samples": {"buffer": self.buffer, "waiting": self.waiting, "writer": self._writer, "parents": self._parents},
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        samples = state["samples"]
+        self.buffer, self.waiting = list(samples["buffer"]), list(samples["waiting"])
+        self._writer, self._parents = dict(samples["writer"]), dict(samples["parents"])
+        self.updates = int(state["updates"])
 
     def logprob_temperature(self, sequence: ExtractorSample) -> float:
         """Every sample was generated at the configured temperature."""

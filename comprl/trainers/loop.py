@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from comprl import checkpoint
 from comprl.config import TRAINS_ACTOR, ExperimentConfig
 from comprl.envs import make
 from comprl.envs.base import EVAL_SEED_OFFSET  # evaluation plays seeds EVAL_SEED_OFFSET + i
@@ -94,6 +95,7 @@ def run_experiment(
     name: str | None = None,
     progress: bool = True,
     callback: MetricsCallback | None = None,
+    resume: bool = False,
 ) -> Run:
     """Run one experiment and return its run folder (``config.json``, metrics in ``run.duckdb``, ``bank.duckdb``).
 
@@ -103,13 +105,27 @@ def run_experiment(
     actor's and extractor's loss diagnostics, bank size, and extractor outputs applied or rejected by reason.
     Evaluation rows (phase ``eval``) at step 0 and after the last step, with and without experience.
     ``callback`` sees every row as it is written (a live plot in a notebook).
+
+    A checkpoint is written every ``config.checkpoint_every`` steps and after the last (:mod:`comprl.checkpoint`).
+    With ``resume``, a run folder of that name (give ``name``) continues from its checkpoint: the rows logged
+    after it are dropped and the run goes on as if never stopped. On CPU with ``experience.mode="sync"`` the
+    resumed run logs the same rows, timings aside, as one never stopped; in ``"async"`` mode what the extractor
+    has done by a given actor step depends on timing in any case. A finished run is returned as it is; a run
+    killed before its first checkpoint starts again.
     """
     device = resolve_device(config)
+    run = Run.create(output_dir, config, name, resume=resume)
+    if run.finished:
+        log.info("%s: finished already, nothing to do", run.path)
+        return run
+    resumed = checkpoint.latest(run.path) if resume else None
+    if resume and resumed is None:
+        run.clear()
+    run.rollback(resumed.step if resumed else 0)
     random.seed(config.seed)
     np.random.seed(config.seed)
     torch.manual_seed(config.seed)
     envs = [make(config.env_id, max_turns=config.max_turns) for _ in range(config.batch_instances * config.group_size)]
-    run = Run.create(output_dir, config, name)
 
     def record(step: int, phase: str, metrics: dict[str, float]) -> None:
         run.log(step, phase, metrics)
@@ -120,16 +136,27 @@ def run_experiment(
     model, tokenizer = load_model(config.model, dtype=dtype, device=device, seed=config.seed)
     actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor) if TRAINS_ACTOR[config.method] else None
     engine = HFEngine(actor.model if actor else model, tokenizer)
-    manager = _experience_manager(config, run, device) if config.uses_experience else None
+    manager = _experience_manager(config, run, device, resumed) if config.uses_experience else None
     task = config.env_id
     try:
-        if config.eval_episodes:
+        if resumed is not None:
+            state = resumed.state()
+            if actor is not None:
+                actor.load_state_dict(state["actor"])
+                engine.sync_weights()
+            checkpoint.set_rng_state(state["rng"])
+            log.info("%s: resumed after step %d", run.path, resumed.step)
+        elif config.eval_episodes:
             _log_eval(record, 0, engine, envs, config, manager)
         guided = split_halves(config)
         groups = [g for g in range(config.batch_instances) for _ in range(config.group_size)]
         prefetching = manager is not None and config.experience.mode == "async" and config.experience.prefetch
         prefetched: _Prefetch | None = None
-        bar = tqdm(range(1, config.steps + 1), desc=f"{config.method} on {config.env_id}", unit="step", disable=not progress)
+        first = resumed.step + 1 if resumed else 1
+        bar = tqdm(
+            range(first, config.steps + 1), desc=f"{config.method} on {config.env_id}", unit="step", disable=not progress,
+            initial=first - 1, total=config.steps,
+        )
         for step in bar:
             tokens0, seconds0 = engine.stats["generated_tokens"], engine.stats["seconds"]
             started = time.perf_counter()
@@ -186,8 +213,11 @@ def run_experiment(
                 f", bank {metrics['bank_size']:.0f} entries, extractor outputs valid {metrics.get('extractor_valid', 0):.0f}"
                 f"/{metrics.get('extractor_outputs', 0):.0f}" if manager else "",
             )
+            if step == config.steps or (config.checkpoint_every and step % config.checkpoint_every == 0):
+                checkpoint.save(run.path, step, actor, manager)
         if config.eval_episodes:
             _log_eval(record, config.steps, engine, envs, config, manager)
+        run.mark_finished()
     finally:
         if manager is not None:
             report = manager.close()
@@ -195,8 +225,11 @@ def run_experiment(
     return run
 
 
-def _experience_manager(config: ExperimentConfig, run: Run, device: torch.device) -> Manager:
-    """The experience side of the run, on the run's bank file (a copy of ``bank.init_from`` when given)."""
+def _experience_manager(config: ExperimentConfig, run: Run, device: torch.device, resumed: checkpoint.Checkpoint | None) -> Manager:
+    """The experience side of the run, on the run's bank file: a copy of ``bank.init_from`` when given, the
+    checkpoint's bank when resuming."""
+    if resumed is not None:
+        return connect(config, run.bank_path, device=str(device), checkpoint=resumed.experience)
     if config.bank.init_from is not None:
         if not Path(config.bank.init_from).is_file():
             raise FileNotFoundError(f"bank.init_from={config.bank.init_from!r}: no such bank file")

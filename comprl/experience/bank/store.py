@@ -36,6 +36,7 @@ import operator
 import os
 import re
 import shlex
+import shutil
 import socket
 import sys
 import threading
@@ -1032,6 +1033,29 @@ class ExperienceBank:
     # ---------------------------------------------------------------------------------------------------------
     # Lifetime
     # ---------------------------------------------------------------------------------------------------------
+
+    def snapshot(self, dest: str | os.PathLike) -> Path:
+        """Copy the bank as it is now into the new file ``dest`` (a run's checkpoint), by DuckDB in one
+        transaction: searches in flight finish first, later ones and writes wait for the copy."""
+        dest = Path(dest)
+        if dest.exists():
+            raise FileExistsError(f"bank snapshot {dest} exists already")
+        with self._lock.write():
+            con = self._db()
+            con.execute(f"ATTACH {_quote(dest)} AS snapshot")
+            try:
+                con.execute(f"COPY FROM DATABASE {'memory' if self.path is None else 'bank'} TO snapshot")
+            finally:
+                con.execute("DETACH snapshot")
+        return dest
+
+    @staticmethod
+    def restore(snapshot: str | os.PathLike, path: str | os.PathLike) -> None:
+        """Put a :meth:`snapshot` back at ``path`` (closed), dropping the write-ahead log a killed process left
+        there: replayed onto the snapshot it would redo writes made after the snapshot."""
+        path = Path(path)
+        Path(f"{path}.wal").unlink(missing_ok=True)
+        shutil.copyfile(snapshot, path)
 
     def close(self) -> None:
         """Write everything to the file (a checkpoint, which also stores the HNSW index), close it, delete the note
