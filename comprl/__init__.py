@@ -24,6 +24,7 @@ _EXPORTS = {
     "plot_learning_curves": "comprl.runs",
     "summary_table": "comprl.runs",
     "run_experiment": "comprl.trainers.loop",
+    "show_logs": "comprl.console",
 }
 """Public name -> its module. Imported on first use, so that ``import comprl.envs`` (the environments alone,
 and SWE-lite's grader, which starts a fresh interpreter per grading) does not load torch and transformers."""
@@ -46,5 +47,6 @@ __all__ = [
     "make_config",
     "plot_learning_curves",
     "run_experiment",
+    "show_logs",
     "summary_table",
 ]

@@ -2,6 +2,7 @@
 
     comprl run 01_single_task --profile cpu
     comprl run 01_single_task --profile smoke -p steps 1 -p env_id comprl/MazeWalk-9x9-v0
+    comprl run 01_single_task --profile cpu --resume     # continue the latest such run after a kill
     comprl profiles
 """
 
@@ -10,10 +11,12 @@ from __future__ import annotations
 import argparse
 import ast
 import logging
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from comprl import console
 from comprl.config import PROFILES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -38,14 +41,28 @@ def parse_value(text: str) -> object:
         return text
 
 
-def run_notebook(name: str, profile: str, params: dict[str, object], output_dir: Path | None) -> Path:
-    """Execute a notebook with papermill; return the folder holding the executed copy and the results."""
+def latest_output(notebook: Path, profile: str) -> Path:
+    """The newest ``results/<notebook>_<profile>_<time>`` folder (what ``--resume`` continues)."""
+    found = sorted((REPO_ROOT / "results").glob(f"{notebook.stem}_{profile}_*"))
+    if not found:
+        raise SystemExit(f"comprl: --resume: no earlier run of {notebook.stem} with profile {profile} under {REPO_ROOT / 'results'}")
+    return found[-1]
+
+
+def run_notebook(name: str, profile: str, params: dict[str, object], output_dir: Path | None, resume: bool = False) -> Path:
+    """Execute a notebook with papermill; return the folder holding the executed copy and the results.
+
+    Notebooks skip the finished runs they find in their output folder and continue killed ones, so running one
+    again on the same ``output_dir`` resumes it; ``resume`` without ``output_dir`` picks the newest one.
+    """
     import papermill
 
     if profile not in PROFILES:
         raise SystemExit(f"comprl: unknown profile {profile!r}; accepted: {', '.join(PROFILES)}")
     notebook = notebook_path(name)
-    if output_dir is None:
+    if output_dir is None and resume:
+        output_dir = latest_output(notebook, profile)
+    elif output_dir is None:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         output_dir = REPO_ROOT / "results" / f"{notebook.stem}_{profile}_{stamp}"
     accepted = papermill.inspect_notebook(str(notebook))
@@ -55,14 +72,20 @@ def run_notebook(name: str, profile: str, params: dict[str, object], output_dir:
     output_dir = output_dir.resolve()
     output_dir.mkdir(parents=True, exist_ok=True)  # only once the call is known to be valid
     parameters = {"profile": profile, "output_dir": str(output_dir), **params}
+    # The kernel's printed lines and progress bars come through as they are written; rich outputs (tables,
+    # figures, widgets) only go into the executed notebook, and the kernel's own start-up notices are off.
+    os.environ[console.HEADLESS] = "1"
+    logging.getLogger("papermill").setLevel(logging.WARNING)
     try:
         papermill.execute_notebook(
             str(notebook),
             str(output_dir / notebook.name),
             parameters=parameters,
             cwd=str(notebook.parent),
-            log_output=True,
             progress_bar=False,
+            stdout_file=sys.stdout,
+            stderr_file=sys.stderr,
+            extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
         )
     except papermill.PapermillExecutionError as err:
         raise SystemExit(f"comprl: {notebook.stem} failed: {err.ename}: {err.evalue} (executed copy: {output_dir / notebook.name})")
@@ -77,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--profile", default="smoke", help=f"one of: {', '.join(PROFILES)}")
     run.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="notebook parameter")
     run.add_argument("--output-dir", type=Path, default=None, help="where the executed notebook and results go")
+    run.add_argument(
+        "--resume", action="store_true",
+        help="continue the newest results/<notebook>_<profile>_* folder (or --output-dir): finished runs are skipped",
+    )
     sub.add_parser("profiles", help="list profiles and their main settings")
     args = parser.parse_args(argv)
 
@@ -86,9 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"max_turns={config.max_turns} device={config.device}")
         return 0
     params = {key: parse_value(value) for key, value in args.param}
-    # papermill streams the kernel's output (log lines, progress bars) through its logger at INFO level
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
-    out = run_notebook(args.notebook, args.profile, params, args.output_dir)
+    out = run_notebook(args.notebook, args.profile, params, args.output_dir, resume=args.resume)
     print(f"comprl: results in {out}")
     return 0
 

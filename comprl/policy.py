@@ -8,6 +8,7 @@ of :mod:`comprl.objectives` and in how advantages are computed.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -82,7 +83,9 @@ class PolicyTrainer:
             from peft import LoraConfig, get_peft_model
 
             lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, target_modules="all-linear", lora_dropout=0.0)
-            model = get_peft_model(model, lora)
+            with warnings.catch_warnings():  # peft reads an attribute transformers has deprecated
+                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+                model = get_peft_model(model, lora)
         self.model = model
         params = [p for p in model.parameters() if p.requires_grad]
         self._masters = [p if p.dtype == torch.float32 else p.detach().float() for p in params]

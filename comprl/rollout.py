@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
 import gymnasium as gym
-from tqdm.auto import tqdm
 
+from comprl import console
 from comprl.chat import ChatFormat
 from comprl.config import RolloutConfig
 from comprl.experience.episode import Episode
@@ -193,7 +193,7 @@ def run_episodes(
     # One session key per episode lets the engine reuse the episode's KV cache from turn to turn.
     sessions = [object() for _ in range(n)]
     active = list(range(n))
-    bar = tqdm(desc="rollout turns", unit="turn", disable=not progress, leave=False)
+    bar = console.progress(desc="rollout turns", unit="turn", disable=not progress, leave=False)
     while active:
         completions = engine.generate(
             [trajectories[i].token_ids for i in active], sampling, sessions=[sessions[i] for i in active]

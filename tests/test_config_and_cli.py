@@ -7,6 +7,7 @@ import json
 import pytest
 
 from comprl import make_config
+from comprl import cli
 from comprl.cli import main, parse_value
 from comprl.config import METHODS, PROFILES, ExperimentConfig
 from comprl.envs import make
@@ -85,3 +86,13 @@ def test_cli_rejects_unknown_notebook_profile_and_parameter(capsys):
 def test_cli_parameter_values_are_python_literals_or_strings():
     assert parse_value("[0, 1]") == [0, 1] and parse_value("None") is None
     assert parse_value("comprl/Room-Ultimate-5x5-v0") == "comprl/Room-Ultimate-5x5-v0"
+
+
+def test_cli_resume_continues_the_newest_output_folder_of_that_notebook_and_profile(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "REPO_ROOT", tmp_path)
+    notebook = cli.notebook_path("01_single_task")
+    with pytest.raises(SystemExit, match="no earlier run of 01_single_task with profile cpu"):
+        cli.latest_output(notebook, "cpu")
+    for name in ("01_single_task_cpu_20261101-000000", "01_single_task_cpu_20261122-093000", "01_single_task_smoke_20261123-000000"):
+        (tmp_path / "results" / name).mkdir(parents=True)
+    assert cli.latest_output(notebook, "cpu").name == "01_single_task_cpu_20261122-093000"

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "comprl"
 ACTOR_SIDE = ("comprl.rollout", "comprl.trainers")
 EXPERIENCE_SIDE = ("comprl.experience",)
 ABOVE_BOTH = ("comprl.runs", "comprl.widgets", "comprl.cli")
-SHARED = ["config.py", "policy.py", "objectives.py", "chat.py", "llm", "envs"]
+SHARED = ["config.py", "policy.py", "objectives.py", "chat.py", "console.py", "checkpoint.py", "llm", "envs"]
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import duckdb
 import pandas as pd
@@ -28,10 +29,24 @@ def seeded_bank(tmp_path_factory):
     return path
 
 
-def test_notebook_01_runs_comp_rl_and_baseline_side_by_side(tmp_path, seeded_bank):
+LOG_LINE = re.compile(
+    r"^(\w+_seed\d+: (step \d+/\d+: success .*|eval after step \d+: .*|experience manager closed: .*|finished already .*)"
+    r"|comprl: results in .*)$"
+)
+"""The lines a headless notebook run may print on stdout: one per step and evaluation, the manager's report."""
+
+
+def test_notebook_01_runs_comp_rl_and_baseline_side_by_side(tmp_path, seeded_bank, capfd):
     out = tmp_path / "nb01"
     overrides = json.dumps({"bank.init_from": str(seeded_bank)})
     assert main(["run", "01_single_task", "--profile", "smoke", "--output-dir", str(out), "-p", "overrides", overrides]) == 0
+    printed = capfd.readouterr()
+    lines = printed.out.splitlines()
+    assert [line for line in lines if not LOG_LINE.match(line)] == []  # no config dump, tables, widget reprs
+    assert sum("step 1/2" in line for line in lines) == 2 and sum("eval after step" in line for line in lines) == 4
+    bars = printed.err.replace("\r", "\n").splitlines()
+    assert any(line.startswith("comp_rl on comprl/Room") and "2/2" in line for line in bars)  # a text progress bar
+    assert [line for line in bars if line.strip() and " on comprl/" not in line] == []  # and nothing else
     assert (out / "01_single_task.ipynb").is_file()  # the executed copy
     for name in ("summary.csv", "metrics.csv", "learning_curve.png", "learning_curve.pdf", "bank.csv"):
         assert (out / name).stat().st_size > 0, name
@@ -54,6 +69,12 @@ def test_notebook_01_runs_comp_rl_and_baseline_side_by_side(tmp_path, seeded_ban
         ops = dict(con.execute("SELECT op, count(*) FROM operations GROUP BY op").fetchall())
     assert uses == 4  # 2 guided episodes shown an entry in each of the 2 steps
     assert ops.get("add", 0) + ops.get("reject", 0) >= 8  # every distilled trajectory left a row
+
+    # run again on the same folder: the finished runs are skipped, their rows (wall times included) unchanged
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert main(["run", "01_single_task", "--profile", "smoke", "--output-dir", str(out), "-p", "overrides", overrides]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), metrics)
+    assert sum("finished already" in line for line in capfd.readouterr().out.splitlines()) == 2
 
 
 def test_notebook_06_explores_a_run_bank(tmp_path, seeded_bank):

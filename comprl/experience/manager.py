@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
+from comprl import console
 from comprl.config import TRAINS_EXTRACTOR, ExperimentConfig
 from comprl.experience.bank import Embedder, Entry, ExperienceBank, Hit
 from comprl.experience.episode import Episode, Outcome
@@ -93,6 +94,8 @@ class ExperienceManager:
         if background and exp.manager_cores:
             os.sched_setaffinity(0, exp.manager_cores)
             torch.set_num_threads(len(exp.manager_cores))
+        if background:  # its own process (Ray), whose output is forwarded to the run's log
+            console.quiet_libraries()
         self.config = config
         self.background = background
         self._clock = clock
@@ -650,7 +653,7 @@ class RayExperienceManager:
             raise ImportError("experience.mode='async' needs Ray: pip install 'ray>=2.40'") from error
         self._ray = ray
         if not ray.is_initialized():
-            ray.init(address=config.experience.ray_address, include_dashboard=False, log_to_driver=True, logging_level="WARNING")
+            ray.init(address=config.experience.ray_address, include_dashboard=False, log_to_driver=True, logging_level="ERROR")
         cores = len(config.experience.manager_cores) or 1
         remote = ray.remote(ExperienceManager).options(
             num_cpus=cores, max_concurrency=config.experience.search_workers + 4, name=None

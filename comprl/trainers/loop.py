@@ -17,9 +17,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
-from comprl import checkpoint
+from comprl import checkpoint, console
 from comprl.config import TRAINS_ACTOR, ExperimentConfig
 from comprl.envs import make
 from comprl.envs.base import EVAL_SEED_OFFSET  # evaluation plays seeds EVAL_SEED_OFFSET + i
@@ -31,6 +30,13 @@ from comprl.runs import Run
 from comprl.trainers.actor import ActorTrainer
 
 log = logging.getLogger(__name__)
+
+
+class _RunLog(logging.LoggerAdapter):
+    """Log lines that start with the run's name (a notebook runs several)."""
+
+    def process(self, msg, kwargs):
+        return f"{self.extra['run']}: {msg}", kwargs
 
 
 
@@ -115,8 +121,9 @@ def run_experiment(
     """
     device = resolve_device(config)
     run = Run.create(output_dir, config, name, resume=resume)
+    say = _RunLog(log, {"run": run.path.name})
     if run.finished:
-        log.info("%s: finished already, nothing to do", run.path)
+        say.info("finished already (%s), nothing to do", run.path)
         return run
     resumed = checkpoint.latest(run.path) if resume else None
     if resume and resumed is None:
@@ -145,15 +152,15 @@ def run_experiment(
                 actor.load_state_dict(state["actor"])
                 engine.sync_weights()
             checkpoint.set_rng_state(state["rng"])
-            log.info("%s: resumed after step %d", run.path, resumed.step)
+            say.info("resumed after step %d (%s)", resumed.step, run.path)
         elif config.eval_episodes:
-            _log_eval(record, 0, engine, envs, config, manager)
+            _log_eval(record, say, 0, engine, envs, config, manager)
         guided = split_halves(config)
         groups = [g for g in range(config.batch_instances) for _ in range(config.group_size)]
         prefetching = manager is not None and config.experience.mode == "async" and config.experience.prefetch
         prefetched: _Prefetch | None = None
         first = resumed.step + 1 if resumed else 1
-        bar = tqdm(
+        bar = console.progress(
             range(first, config.steps + 1), desc=f"{config.method} on {config.env_id}", unit="step", disable=not progress,
             initial=first - 1, total=config.steps,
         )
@@ -206,7 +213,7 @@ def run_experiment(
             metrics["step_seconds"] = time.perf_counter() - started
             record(step, "train", metrics)
             bar.set_postfix(success=f"{metrics['success_rate']:.2f}", invalid=f"{metrics['invalid_action_rate']:.2f}")
-            log.info(
+            say.info(
                 "step %d/%d: success %.2f, invalid actions %.2f, %.0f tokens/s, rollout %.0fs, update %.0fs%s",
                 step, config.steps, metrics["success_rate"], metrics["invalid_action_rate"], metrics["tokens_per_second"],
                 metrics["rollout_seconds"], metrics.get("update_seconds", 0.0),
@@ -216,12 +223,12 @@ def run_experiment(
             if step == config.steps or (config.checkpoint_every and step % config.checkpoint_every == 0):
                 checkpoint.save(run.path, step, actor, manager)
         if config.eval_episodes:
-            _log_eval(record, config.steps, engine, envs, config, manager)
+            _log_eval(record, say, config.steps, engine, envs, config, manager)
         run.mark_finished()
     finally:
         if manager is not None:
             report = manager.close()
-            log.info("experience manager closed: %s", report)
+            say.info("experience manager closed: %s", report)
     return run
 
 
@@ -271,8 +278,8 @@ def _halves(trajectories: Sequence[Trajectory]) -> dict[str, float]:
 
 
 def _log_eval(
-    record: Callable[[int, str, dict[str, float]], None], step: int, engine: HFEngine, envs: Sequence, config: ExperimentConfig,
-    manager: Manager | None,
+    record: Callable[[int, str, dict[str, float]], None], say: logging.LoggerAdapter, step: int, engine: HFEngine,
+    envs: Sequence, config: ExperimentConfig, manager: Manager | None,
 ) -> None:
     """Evaluation rows: experience-free, and for methods with a bank also with experience (``guided_*`` columns)."""
     metrics = evaluate(engine, envs, config)
@@ -282,7 +289,7 @@ def _log_eval(
         metrics.update({f"guided_{k}": v for k, v in with_experience.items() if k != "episodes"})
         manager.stats()  # evaluation lookups are not part of the next training step's counters
     record(step, "eval", metrics)
-    log.info(
+    say.info(
         "eval after step %d: success %.2f over %d episodes%s", step, metrics["success_rate"], metrics["episodes"],
         f" (with experience {metrics['guided_success_rate']:.2f})" if manager else "",
     )
