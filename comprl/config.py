@@ -78,6 +78,9 @@ class OptimConfig:
     """LoRA rank through peft; 0 = full fine-tune."""
     lora_alpha: int = 32
     """LoRA scaling numerator (effective scale alpha / rank)."""
+    gradient_checkpointing: bool = False
+    """Recompute each layer's activations in the backward pass instead of keeping them (less memory in the
+    update, about one more forward pass of time)."""
 
     def __post_init__(self) -> None:
         if self.aggregation not in AGGREGATIONS:

@@ -86,6 +86,8 @@ class PolicyTrainer:
             with warnings.catch_warnings():  # peft reads an attribute transformers has deprecated
                 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
                 model = get_peft_model(model, lora)
+        if config.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model = model
         params = [p for p in model.parameters() if p.requires_grad]
         self._masters = [p if p.dtype == torch.float32 else p.detach().float() for p in params]

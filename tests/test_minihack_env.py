@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("nle", reason="nle/minihack wheels exist only for Linux x86_64")
 
 import comprl.envs  # noqa: E402
+from comprl.envs import random_policy_success  # noqa: E402
 from comprl.envs.base import extract_answer  # noqa: E402
 from comprl.envs.minihack.env import MiniHackTextEnv  # noqa: E402
 from comprl.envs.minihack.text import COMPASS_8  # noqa: E402
@@ -331,3 +332,11 @@ def test_without_nle_the_package_imports_and_minihack_envs_explain_the_platform(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
     )
     assert "Linux x86_64" in result.stdout
+
+
+def test_a_random_policy_is_the_floor_and_reproducible():
+    # Room at 6 turns: a uniformly random mover finds the stairs in some episodes, never in all
+    rate = random_policy_success("comprl/Room-Ultimate-5x5-v0", max_turns=6, episodes=40)
+    assert 0.0 < rate < 0.5
+    assert random_policy_success("comprl/Room-Ultimate-5x5-v0", max_turns=6, episodes=40) == rate
+    assert random_policy_success("comprl/Room-Ultimate-5x5-v0", max_turns=30, episodes=40) > rate  # more turns, more luck

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
+import numpy as np
 
-from comprl.envs.base import TextEnv
+from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN, EVAL_SEED_OFFSET, TextEnv
 
-__all__ = ["ENV_IDS", "TextEnv", "make"]
+__all__ = ["ENV_IDS", "TextEnv", "make", "random_policy_success"]
 
 
 @dataclass(frozen=True)
@@ -71,3 +72,25 @@ def make(env_id: str, **kwargs: Any) -> gymnasium.Env:
     if env_id not in ENV_IDS:
         raise ValueError(f"unknown comprl env id {env_id!r}; accepted ids: {', '.join(ENV_IDS)}")
     return gymnasium.make(env_id, **kwargs)
+
+
+def random_policy_success(env_id: str, max_turns: int, episodes: int, seed: int = 0) -> float:
+    """Success rate of a policy that plays a uniformly random admissible action every turn, on the held-out
+    seeds ``run_experiment`` evaluates on (``EVAL_SEED_OFFSET + i``): the floor a trained actor has to clear."""
+    rng = np.random.default_rng(seed)
+    env = make(env_id, max_turns=max_turns)
+    wins = 0
+    try:
+        for i in range(episodes):
+            _, info = env.reset(seed=EVAL_SEED_OFFSET + i)
+            done = False
+            while not done:
+                if not info["admissible_actions"]:
+                    raise ValueError(f"{env_id} lists no admissible actions to choose from at random")
+                action = info["admissible_actions"][rng.integers(len(info["admissible_actions"]))]
+                _, _, terminated, truncated, info = env.step(f"{ANSWER_OPEN}{action}{ANSWER_CLOSE}")
+                done = terminated or truncated
+            wins += bool(info["success"])
+    finally:
+        env.close()
+    return wins / episodes if episodes else 0.0

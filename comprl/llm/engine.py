@@ -175,9 +175,11 @@ class HFEngine:
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     max_batch_size: int = 64
-    stats: dict[str, float] = field(default_factory=lambda: {"generated_tokens": 0.0, "seconds": 0.0})
-    """Running totals: ``generated_tokens``, ``seconds``; with ``sessions=`` also ``prompt_tokens`` and
-    ``reused_prompt_tokens`` (prompt tokens whose keys/values came from the prefix cache)."""
+    stats: dict[str, float] = field(
+        default_factory=lambda: dict.fromkeys(("generated_tokens", "prompt_tokens", "reused_prompt_tokens", "seconds"), 0.0)
+    )
+    """Running totals: ``generated_tokens``, ``prompt_tokens``, ``reused_prompt_tokens`` (prompt tokens whose
+    keys/values came from the prefix cache, with ``sessions=``), ``seconds``."""
     _prefixes: dict[Hashable, _Prefix] = field(default_factory=dict, init=False, repr=False)
     _prefix_supported: bool = field(default=True, init=False, repr=False)
     _stop_cache: dict[tuple[str, ...], StoppingCriteriaList] = field(default_factory=dict, init=False, repr=False)
@@ -320,8 +322,8 @@ class HFEngine:
             if width > fresh:
                 past_key_values = self._past_key_values(prefixes, reuse, width - fresh, device)
             del prefixes
-            self.stats["prompt_tokens"] = self.stats.get("prompt_tokens", 0.0) + sum(len(p) for p in prompts)
-            self.stats["reused_prompt_tokens"] = self.stats.get("reused_prompt_tokens", 0.0) + sum(reuse)
+            self.stats["reused_prompt_tokens"] += sum(reuse)
+        self.stats["prompt_tokens"] += sum(len(p) for p in prompts)
 
         started = time.perf_counter()
         was_training = self.model.training

@@ -165,7 +165,7 @@ def run_experiment(
             initial=first - 1, total=config.steps,
         )
         for step in bar:
-            tokens0, seconds0 = engine.stats["generated_tokens"], engine.stats["seconds"]
+            before = dict(engine.stats)
             started = time.perf_counter()
             seeds = _rollout_seeds(config, step)
             retrieve = None
@@ -182,11 +182,13 @@ def run_experiment(
                 engine, envs, seeds, config.rollout, groups=groups, guided=guided, retrieve=retrieve, ask=ask,
                 ask_uses=config.experience.search_and_ask_uses,
             )
-            generated = engine.stats["generated_tokens"] - tokens0
+            done = {key: engine.stats[key] - before[key] for key in before}
             metrics = {
                 **summarize(trajectories),
-                "generated_tokens": generated,
-                "tokens_per_second": generated / max(engine.stats["seconds"] - seconds0, 1e-9),
+                "generated_tokens": done["generated_tokens"],
+                # what the forward passes computed: prompt tokens not served from the prefix cache, and replies
+                "processed_tokens": done["prompt_tokens"] - done["reused_prompt_tokens"] + done["generated_tokens"],
+                "tokens_per_second": done["generated_tokens"] / max(done["seconds"], 1e-9),
                 "rollout_seconds": time.perf_counter() - started,
             }
             waited = time.perf_counter()

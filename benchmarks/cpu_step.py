@@ -1,0 +1,121 @@
+"""The cpu profile's training step: seconds per step, peak memory, and how close the rollout is to the CPU's
+forward throughput, for variants of the settings that trade one for the other, side by side in one run.
+
+    python benchmarks/cpu_step.py                                   # the default variants, 3 steps each
+    python benchmarks/cpu_step.py --variant gc actor.gradient_checkpointing=True extractor.gradient_checkpointing=True
+
+Every variant is a real ``comp_rl`` run of the ``cpu`` profile (SmolLM2-135M actor and extractor, 8 episodes of
+up to 6 turns per step, the experience manager in-process) in a fresh process, so its peak resident memory
+(``ru_maxrss``) is its own. The first step is dropped from the means (it finds the bank empty). Then, in the same
+process, the actor model's raw forward throughput: a batch of 8 sequences of 512 tokens, no gradient, best of 3.
+Printed per variant:
+
+- ``step_s``, ``rollout_s``, ``update_s``, ``experience_s``: means over the measured steps;
+- ``peak_rss_gb``: peak resident memory of the process (models, environments, the updates' activations);
+- ``rollout_tok_s``: tokens the rollout's forward passes processed per second (prompt tokens not served from the
+  prefix cache, plus generated ones), ``forward_tok_s`` the raw batched forward's, and their ratio;
+- ``x_first``: each variant's ``step_s`` relative to the first variant's, measured in this run.
+
+Targets (issue: a lean, fast cpu step): ``step_s`` <= 30 and ``peak_rss_gb`` <= 3 in the same variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import resource
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import pandas as pd
+
+DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
+    "profile": {},
+    "checkpointing": {"actor.gradient_checkpointing": True, "extractor.gradient_checkpointing": True},
+    "micro_batch_1": {"actor.micro_batch_size": 1, "extractor.micro_batch_size": 1},
+    "checkpointing_mb4": {
+        "actor.gradient_checkpointing": True, "extractor.gradient_checkpointing": True,
+        "actor.micro_batch_size": 4, "extractor.micro_batch_size": 4,
+    },
+}
+"""Name -> config overrides: the cpu profile as it is, and the memory levers."""
+
+
+def measure(overrides: dict[str, Any], steps: int, threads: int | None) -> dict[str, float]:
+    """One variant, in this (fresh) process."""
+    import torch
+
+    from comprl.config import make_config
+    from comprl.trainers.loop import run_experiment
+
+    if threads:
+        torch.set_num_threads(threads)
+    config = make_config("cpu", method="comp_rl", steps=steps, eval_episodes=0, **overrides)
+    with tempfile.TemporaryDirectory() as root:
+        rows = run_experiment(config, root, name="bench", progress=False).metrics()
+    train = rows[(rows["phase"] == "train") & (rows["step"] > 1)]
+    result = {
+        "step_s": train["step_seconds"].mean(),
+        "rollout_s": train["rollout_seconds"].mean(),
+        "update_s": train["update_seconds"].mean(),
+        "experience_s": train["experience_seconds"].mean(),
+        "rollout_tok_s": (train["processed_tokens"] / train["rollout_seconds"]).mean(),
+        "success": train["success_rate"].mean(),
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "threads": torch.get_num_threads(),
+    }
+    result["forward_tok_s"] = forward_throughput(config.model)
+    return result
+
+
+def forward_throughput(model_name: str, batch: int = 8, length: int = 512) -> float:
+    """Tokens per second of the model's plain batched forward pass (no gradient, no cache), best of 3."""
+    import torch
+
+    from comprl.llm import load_model
+
+    model, tokenizer = load_model(model_name)
+    ids = torch.randint(0, len(tokenizer), (batch, length))
+    best = float("inf")
+    with torch.inference_mode():
+        model(input_ids=ids[:, :16])  # warm-up
+        for _ in range(3):
+            started = time.perf_counter()
+            model(input_ids=ids, use_cache=False, logits_to_keep=1)
+            best = min(best, time.perf_counter() - started)
+    return batch * length / best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=3, help="training steps per variant (the first is dropped)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument(
+        "--variant", nargs="+", action="append", metavar=("NAME", "FIELD=VALUE"),
+        help="a variant of your own: a name and config overrides (repeatable); replaces the default variants",
+    )
+    args = parser.parse_args()
+    variants = DEFAULT_VARIANTS
+    if args.variant:
+        from comprl.cli import parse_value
+
+        variants = {v[0]: {k: parse_value(x) for k, x in (item.split("=", 1) for item in v[1:])} for v in args.variant}
+
+    rows = []
+    for name, overrides in variants.items():
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            rows.append({"variant": name, **pool.submit(measure, overrides, args.steps, args.threads).result()})
+        print(f"{name}: {rows[-1]['step_s']:.1f} s/step, peak {rows[-1]['peak_rss_gb']:.2f} GB", flush=True)
+    table = pd.DataFrame(rows)
+    table["rollout_vs_forward"] = table["rollout_tok_s"] / table["forward_tok_s"]
+    table["x_first"] = table["step_s"] / table["step_s"].iloc[0]
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(table.round(3).to_string(index=False))
+    meets = table[(table["step_s"] <= 30) & (table["peak_rss_gb"] <= 3)]
+    print(f"targets (step <= 30 s and peak <= 3 GB at once): met by {', '.join(meets['variant']) or 'none'}")
+
+
+if __name__ == "__main__":
+    main()
