@@ -19,14 +19,17 @@ import time
 
 import pandas as pd
 
-from comprl.latency import MODES, measure_overhead, plot_overhead, verdict
+from comprl.latency import DEFAULT_MODES, MODES, measure_overhead, plot_overhead, verdict
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="smoke", choices=("smoke", "cpu"))
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[4, 8, 16, 32], help="rollouts per step")
-    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="none is needed for the ratios")
+    parser.add_argument(
+        "--modes", nargs="+", default=list(DEFAULT_MODES), choices=MODES,
+        help="none is needed for the ratios; loaded is the baseline beside a busy neighbour on the manager's cores",
+    )
     parser.add_argument("--steps", type=int, default=8, help="training steps per run")
     parser.add_argument("--skip", type=int, default=2, help="warm-up steps dropped from every run")
     parser.add_argument("--out", default="results/rollout_overhead", help="run folders and the figure go here")

@@ -7,7 +7,11 @@ batch size, each in a fresh process whose threads are pinned to the actor's core
 - ``"sync"``: ``comp_rl`` with the manager in the actor's process, so it necessarily shares the actor's cores:
   searches, distillation, merges and extractor updates run inline between the actor's calls;
 - ``"async"``: ``comp_rl`` with the manager in a Ray process pinned to ``manager_cores``, disjoint from the
-  actor's (the laptop analogue of the paper's separate GPUs); Ray's own processes run there too.
+  actor's (the laptop analogue of the paper's separate GPUs); Ray's own processes run there too;
+- ``"loaded"`` (a control, not a host): the ``baseline`` while a process on ``manager_cores`` keeps the
+  extractor model generating, as a busy async manager does. Disjoint cores still share caches and memory
+  bandwidth, which separate GPUs do not: ``loaded`` shows what that sharing alone costs the actor, so
+  ``async`` relative to ``loaded`` is the manager's own cost.
 
 The modes are interleaved per batch size, so drift of the machine hits them alike, and the first ``skip`` steps
 of every run (model loading, the bank's warm-up gate) are dropped. :func:`plot_overhead` draws the paper's figure:
@@ -36,8 +40,11 @@ import pandas as pd
 
 from comprl.config import ExperimentConfig, make_config
 
-MODES: tuple[str, ...] = ("none", "sync", "async")
-"""Hosts of the experience side compared: none (baseline method), in-process, a separate Ray process."""
+MODES: tuple[str, ...] = ("none", "loaded", "sync", "async")
+"""Hosts of the experience side compared: none (baseline method), in-process, a separate Ray process; and
+``loaded``, a control: the baseline beside a busy neighbour on the manager's cores."""
+
+DEFAULT_MODES: tuple[str, ...] = ("none", "sync", "async")
 
 PER_STEP = {
     "rollout_s": "rollout_seconds",
@@ -88,9 +95,9 @@ def mode_config(profile: str, mode: str, batch_size: int, manager_cores: Sequenc
     group = overrides.pop("group_size", None) or make_config(profile).group_size
     if batch_size % group:
         raise ValueError(f"batch size {batch_size} is not a multiple of group_size={group}")
-    if mode != "none":
+    if mode in ("sync", "async"):
         overrides.update({"experience.mode": mode, "experience.manager_cores": tuple(manager_cores)})
-    method = "baseline" if mode == "none" else "comp_rl"
+    method = "baseline" if mode in ("none", "loaded") else "comp_rl"
     overrides.setdefault("eval_episodes", 0)
     return make_config(profile, method=method, batch_instances=batch_size // group, group_size=group, **overrides)
 
@@ -98,7 +105,7 @@ def mode_config(profile: str, mode: str, batch_size: int, manager_cores: Sequenc
 def measure_overhead(
     profile: str = "smoke",
     batch_sizes: Sequence[int] = (4, 8, 16, 32),
-    modes: Sequence[str] = MODES,
+    modes: Sequence[str] = DEFAULT_MODES,
     steps: int = 4,
     skip: int = 2,
     actor_cores: Sequence[int] | None = None,
@@ -128,7 +135,7 @@ def measure_overhead(
     for batch in batch_sizes:
         for mode in modes:  # interleaved: every mode of one batch size runs back to back
             config = mode_config(profile, mode, batch, manager, steps=steps, **overrides)
-            metrics = _in_pinned_process(config, Path(output_dir), f"{mode}_b{batch}", actor, manager)
+            metrics = _in_pinned_process(config, Path(output_dir), f"{mode}_b{batch}", actor, manager, mode == "loaded")
             frames.append(metrics.assign(mode=mode, batch_size=batch))
     table = overhead_table(pd.concat(frames, ignore_index=True), skip)
     table.attrs["core_split"] = caption
@@ -185,8 +192,9 @@ def plot_overhead(table: pd.DataFrame, path_stem: str | Path, caption: str | Non
 
 
 def verdict(table: pd.DataFrame) -> str:
-    """One line per mode with a manager: its range of rollout time (per step and per token) and step time
-    relative to ``none``; for async, whether its rollout time per step meets :data:`ASYNC_TARGET` at every batch size."""
+    """One line per mode but ``none``: its range of rollout time (per step and per token) and step time relative
+    to ``none``; for async, whether its rollout time per step meets :data:`ASYNC_TARGET` at every batch size; with
+    ``loaded`` measured too, async's rollout time relative to it."""
     lines = []
     for mode, rows in table[table["mode"] != "none"].groupby("mode", sort=False):
         rollout, step, token = rows["rollout_ratio"], rows["step_ratio"], rows["per_token_ratio"]
@@ -197,13 +205,44 @@ def verdict(table: pd.DataFrame) -> str:
         if mode == "async":
             line += f": {'meets' if rollout.max() <= ASYNC_TARGET else 'MISSES'} the target <= {ASYNC_TARGET}x at every batch size"
         lines.append(line)
+    by = table.set_index(["mode", "batch_size"])["rollout_s"]
+    if {"loaded", "async"} <= set(table["mode"]):
+        own = (by["async"] / by["loaded"]).dropna()
+        lines.append(f"async rollout / loaded (the manager's own cost, shared caches and memory aside): {own.min():.2f}x..{own.max():.2f}x")
     return "\n".join(lines)
 
 
-def _in_pinned_process(config: ExperimentConfig, root: Path, name: str, actor: tuple[int, ...], manager: tuple[int, ...]) -> pd.DataFrame:
-    """Run one experiment in a fresh interpreter pinned to ``actor``; returns its metric rows."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(_pinned_run, config.to_dict(), str(root), name, actor, manager).result()
+def _in_pinned_process(
+    config: ExperimentConfig, root: Path, name: str, actor: tuple[int, ...], manager: tuple[int, ...], neighbour: bool = False
+) -> pd.DataFrame:
+    """Run one experiment in a fresh interpreter pinned to ``actor``; returns its metric rows. With
+    ``neighbour``, a process pinned to ``manager`` generates with the extractor model all the while."""
+    spawn = multiprocessing.get_context("spawn")
+    busy = spawn.Process(target=_busy_neighbour, args=(config.extractor.model, config.extractor.max_new_tokens, manager), daemon=True)
+    if neighbour:
+        busy.start()
+    try:
+        with ProcessPoolExecutor(1, mp_context=spawn) as pool:
+            return pool.submit(_pinned_run, config.to_dict(), str(root), name, actor, manager).result()
+    finally:
+        if neighbour:
+            busy.terminate()
+            busy.join()
+
+
+def _busy_neighbour(model_name: str, max_new_tokens: int, cores: tuple[int, ...]) -> None:
+    """Generate replies of ``max_new_tokens`` to a batch of 8 prompts with ``model_name``, forever, on ``cores``."""
+    import torch
+
+    from comprl.llm import HFEngine, SamplingParams, load_model
+
+    os.sched_setaffinity(0, cores)
+    torch.set_num_threads(len(cores))
+    model, tokenizer = load_model(model_name)
+    engine = HFEngine(model, tokenizer)
+    prompt = tokenizer("Summarise what the agent should remember from this episode: " * 20).input_ids
+    while True:
+        engine.generate([prompt] * 8, SamplingParams(max_new_tokens=max_new_tokens, temperature=1.0, stop=()))
 
 
 def _pinned_run(config: dict[str, Any], root: str, name: str, actor: tuple[int, ...], manager: tuple[int, ...]) -> pd.DataFrame:

@@ -156,7 +156,8 @@ def load_metrics(runs: Iterable[Run | str | Path]) -> pd.DataFrame:
 
 
 def summary_table(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Success before and after training per method and env (mean over seeds), from the ``eval`` rows.
+    """Success before and after training per method and env, from the ``eval`` rows: the mean over seeds, and
+    their standard deviation over seeds in the ``_sd`` columns (NaN for one seed).
 
     Methods with a bank also get ``guided_success_after``: the final evaluation with experience retrieved.
     """
@@ -171,12 +172,15 @@ def summary_table(metrics: pd.DataFrame) -> pd.DataFrame:
     columns = {
         "seeds": ("run", "count"),
         "success_before": ("success_rate_before", "mean"),
+        "success_before_sd": ("success_rate_before", "std"),
         "success_after": ("success_rate_after", "mean"),
+        "success_after_sd": ("success_rate_after", "std"),
         "episode_length_after": ("mean_episode_length", "mean"),
         "invalid_action_rate_after": ("invalid_action_rate", "mean"),
     }
     if "guided_success_rate" in merged:
         columns["guided_success_after"] = ("guided_success_rate", "mean")
+        columns["guided_success_after_sd"] = ("guided_success_rate", "std")
     return merged.groupby(["method", "env_id"]).agg(**columns).reset_index()
 
 

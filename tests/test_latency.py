@@ -19,7 +19,8 @@ def test_mode_config_maps_modes_to_methods_and_batch_sizes():
     assert (async_.experience.mode, async_.experience.manager_cores, async_.batch_instances) == ("async", (1,), 2)
     with pytest.raises(ValueError, match="multiple of group_size=4"):
         mode_config("smoke", "sync", 6)
-    with pytest.raises(ValueError, match="accepted: none, sync, async"):
+    assert mode_config("smoke", "loaded", 16, (1,)) == none  # the same run; a neighbour process is what differs
+    with pytest.raises(ValueError, match="accepted: none, loaded, sync, async"):
         mode_config("smoke", "ray", 8)
 
 
@@ -52,10 +53,12 @@ def test_overhead_table_drops_warmup_steps_and_divides_by_none_at_the_same_batch
     metrics = pd.DataFrame(
         rows("async", 4, [50.0, 50.0, 3.0, 5.0], search=0.5, tokens=160.0) + rows("none", 4, [70.0, 9.0, 2.0, 2.0])
         + rows("sync", 4, [60.0, 60.0, 6.0, 6.0], search=1.0) + rows("none", 8, [80.0, 80.0, 4.0, 4.0])
-        + rows("async", 8, [30.0, 30.0, 4.0, 4.0], search=2.0)
+        + rows("async", 8, [30.0, 30.0, 4.0, 4.0], search=2.0) + rows("loaded", 8, [5.0, 5.0, 3.2, 3.2])
     )
     table = overhead_table(metrics, skip=2)
-    assert list(zip(table["batch_size"], table["mode"])) == [(4, "none"), (4, "sync"), (4, "async"), (8, "none"), (8, "async")]
+    assert list(zip(table["batch_size"], table["mode"])) == [
+        (4, "none"), (4, "sync"), (4, "async"), (8, "none"), (8, "loaded"), (8, "async")
+    ]
     by = table.set_index(["batch_size", "mode"])
     assert (table["steps"] == 2).all()  # steps 3 and 4; the eval row never counts
     assert by.loc[(4, "async"), "rollout_s"] == 4.0 and by.loc[(4, "async"), "rollout_ratio"] == 2.0
@@ -68,4 +71,6 @@ def test_overhead_table_drops_warmup_steps_and_divides_by_none_at_the_same_batch
     assert verdict(table).splitlines() == [
         "sync: rollout 3.00x..3.00x of none (3.00x..3.00x per token), whole step 2.33x..2.33x",
         "async: rollout 1.00x..2.00x of none (1.00x..1.25x per token), whole step 1.00x..1.67x: MISSES the target <= 1.02x at every batch size",
+        "loaded: rollout 0.80x..0.80x of none (0.80x..0.80x per token), whole step 0.84x..0.84x",
+        "async rollout / loaded (the manager's own cost, shared caches and memory aside): 1.25x..1.25x",
     ]

@@ -1,0 +1,48 @@
+"""Run folders: the summary over seeds, rolling back rows a checkpoint does not cover, starting a folder afresh."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from comprl.config import make_config
+from comprl.runs import Run, load_metrics, summary_table
+
+
+def make_run(root, method: str, seed: int, before: float, after: float, steps: int = 2) -> Run:
+    run = Run.create(root, make_config("smoke", method=method, seed=seed, steps=steps), name=f"{method}_seed{seed}")
+    run.log(0, "eval", {"success_rate": before, "mean_episode_length": 3.0, "invalid_action_rate": 1.0})
+    for step in range(1, steps + 1):
+        run.log(step, "train", {"success_rate": 0.5})
+    run.log(steps, "eval", {"success_rate": after, "mean_episode_length": 2.0, "invalid_action_rate": 0.0})
+    return run
+
+
+def test_summary_gives_the_mean_and_the_spread_over_seeds(tmp_path):
+    runs = [make_run(tmp_path, "baseline", s, 0.1, a) for s, a in enumerate([0.25, 0.5, 0.75])]
+    runs.append(make_run(tmp_path, "comp_rl", 0, 0.0, 1.0))
+    table = summary_table(load_metrics(runs)).set_index("method")
+    assert table.loc["baseline", "seeds"] == 3 and table.loc["baseline", "success_after"] == 0.5
+    assert table.loc["baseline", "success_after_sd"] == pytest.approx(0.25)  # sample standard deviation
+    assert table.loc["baseline", "success_before"] == pytest.approx(0.1) and table.loc["baseline", "success_before_sd"] == 0
+    assert math.isnan(table.loc["comp_rl", "success_after_sd"])  # one seed: no spread
+
+
+def test_rollback_keeps_the_rows_a_checkpoint_covers(tmp_path):
+    run = make_run(tmp_path, "baseline", 0, 0.0, 1.0, steps=3)
+    run.rollback(3)  # the final evaluation was logged after the checkpoint of step 3
+    assert list(zip(run.metrics()["step"], run.metrics()["phase"])) == [(0, "eval"), (1, "train"), (2, "train"), (3, "train")]
+    run.rollback(1)
+    assert list(zip(run.metrics()["step"], run.metrics()["phase"])) == [(0, "eval"), (1, "train")]
+
+
+def test_a_fresh_start_clears_what_the_last_run_wrote(tmp_path):
+    run = make_run(tmp_path, "comp_rl", 0, 0.0, 1.0)
+    (run.path / "checkpoint").mkdir()
+    run.bank_path.write_text("a bank")
+    (run.path / "notes.txt").write_text("mine")
+    run.mark_finished()
+    again = Run.create(tmp_path, make_config("smoke", method="comp_rl"), name="comp_rl_seed0")
+    assert not again.finished and again.metrics().empty and not again.bank_path.exists()
+    assert not (run.path / "checkpoint").exists() and (run.path / "notes.txt").read_text() == "mine"
