@@ -25,6 +25,7 @@ _EXPORTS = {
     "random_policy_success": "comprl.envs",
     "summary_table": "comprl.runs",
     "run_experiment": "comprl.trainers.loop",
+    "evaluate_trained": "comprl.trainers.loop",
     "show_logs": "comprl.console",
 }
 """Public name -> its module. Imported on first use, so that ``import comprl.envs`` (the environments alone,
@@ -43,6 +44,7 @@ __all__ = [
     "PROFILES",
     "ExperimentConfig",
     "Run",
+    "evaluate_trained",
     "load_metrics",
     "load_model",
     "make_config",

@@ -24,6 +24,8 @@ import numpy as np
 import torch
 
 FOLDER = "checkpoint"
+ACTOR_ADAPTERS = "actor_adapters.safetensors"
+"""A finished LoRA run's trained actor adapters, in float16 (:func:`export_adapters`)."""
 
 
 @dataclass(frozen=True)
@@ -97,3 +99,26 @@ def discard(run_path: Path) -> None:
 
 def _paths(run_path: Path) -> tuple[Path, Path, Path]:
     return run_path / FOLDER, run_path / f"{FOLDER}.tmp", run_path / f"{FOLDER}.old"
+
+
+def export_adapters(run_path: Path, trainer: Any) -> Path | None:
+    """Write a LoRA-trained actor's adapters as ``<run>/actor_adapters.safetensors`` in float16 (SmolLM2-135M at
+    rank 16: about 10 MB), small enough to keep beside the run's metrics; None for a full fine-tune, whose
+    weights only the checkpoint holds."""
+    if trainer is None or trainer.config.lora_rank == 0:
+        return None
+    from safetensors.torch import save_file
+
+    path = run_path / ACTOR_ADAPTERS
+    save_file({name: weight.half().contiguous() for name, weight in trainer.state_dict()["weights"].items()}, str(path))
+    return path
+
+
+def load_adapters(run_path: Path) -> dict[str, torch.Tensor]:
+    """The adapters :func:`export_adapters` wrote, in float32."""
+    from safetensors.torch import load_file
+
+    path = run_path / ACTOR_ADAPTERS
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no exported actor adapters (a LoRA run writes them when it finishes)")
+    return {name: weight.float() for name, weight in load_file(str(path)).items()}

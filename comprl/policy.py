@@ -110,17 +110,21 @@ class PolicyTrainer:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` into a trainer built on the same base model and config."""
+        self.load_weights(state["weights"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        """Set the trainable weights (and their masters) by name, e.g. a finished run's exported adapters."""
         names = [name for name, p in self.model.named_parameters() if p.requires_grad]
-        if sorted(names) != sorted(state["weights"]):
-            missing, extra = sorted(set(names) - set(state["weights"])), sorted(set(state["weights"]) - set(names))
-            raise ValueError(f"checkpoint does not fit this model's trainable weights: missing {missing[:3]}, unexpected {extra[:3]}")
+        if sorted(names) != sorted(weights):
+            missing, extra = sorted(set(names) - set(weights)), sorted(set(weights) - set(names))
+            raise ValueError(f"weights do not fit this model's trainable weights: missing {missing[:3]}, unexpected {extra[:3]}")
         params = [p for p in self.model.parameters() if p.requires_grad]
         with torch.no_grad():
             for name, param, master in zip(names, params, self._masters):
-                master.copy_(state["weights"][name])
+                master.copy_(weights[name])
                 if param is not master:
                     param.copy_(master)
-        self.optimizer.load_state_dict(state["optimizer"])
 
     def update(self, sequences: Sequence[PackedSequence], advantages: torch.Tensor) -> dict[str, float]:
         """Run ``update_epochs`` optimiser steps on one batch with the given per-sequence advantages."""

@@ -108,3 +108,20 @@ def test_a_finished_run_is_not_run_again_and_a_changed_config_is_refused(tmp_pat
         run_experiment(smoke(steps=1, eval_episodes=0, **{"actor.learning_rate": 1e-3}), tmp_path, name="run", resume=True)
     fresh = run_experiment(config, tmp_path, name="run", progress=False)  # resume=False starts the folder afresh
     assert len(fresh.metrics()) == len(rows)
+
+
+def test_a_finished_lora_run_exports_its_adapters_and_they_can_be_evaluated(tmp_path):
+    config = smoke(steps=1, eval_episodes=0, **{"actor.lora_rank": 4})
+    run = run_experiment(config, tmp_path, name="lora", progress=False)
+    adapters = checkpoint.load_adapters(run.path)
+    trained = checkpoint.latest(run.path).state()["actor"]["weights"]
+    assert sorted(adapters) == sorted(trained) and all("lora_" in name for name in adapters)
+    for name, weight in trained.items():  # float16 copies of the final weights
+        assert (adapters[name] - weight).abs().max() <= 1e-3 * max(weight.abs().max().item(), 1e-3)
+    assert any(w.abs().sum() > 0 for n, w in adapters.items() if "lora_B" in n)  # B starts at 0: it was trained
+    result = loop.evaluate_trained(run, episodes=3)
+    assert result["episodes"] == 3 and 0 <= result["success_rate"] <= 1
+    full = run_experiment(smoke(steps=1, eval_episodes=0), tmp_path, name="full", progress=False)
+    assert not (full.path / checkpoint.ACTOR_ADAPTERS).exists()
+    with pytest.raises(FileNotFoundError, match="no exported actor adapters"):
+        loop.evaluate_trained(full)

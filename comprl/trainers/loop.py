@@ -224,6 +224,7 @@ def run_experiment(
             )
             if step == config.steps or (config.checkpoint_every and step % config.checkpoint_every == 0):
                 checkpoint.save(run.path, step, actor, manager)
+        checkpoint.export_adapters(run.path, actor)
         if config.eval_episodes:
             _log_eval(record, say, config.steps, engine, envs, config, manager)
         run.mark_finished()
@@ -232,6 +233,32 @@ def run_experiment(
             report = manager.close()
             say.info("experience manager closed: %s", report)
     return run
+
+
+def trained_actor(run: Run | str | Path) -> tuple[HFEngine, ExperimentConfig]:
+    """A finished LoRA run's actor, ready to generate: the run's base model with its exported adapters
+    (``actor_adapters.safetensors``), and the run's config."""
+    run = run if isinstance(run, Run) else Run(Path(run))
+    config = run.config()
+    weights = checkpoint.load_adapters(run.path)
+    model, tokenizer = load_model(config.model, dtype=getattr(torch, config.dtype), device=resolve_device(config), seed=config.seed)
+    actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor)
+    actor.load_weights(weights)
+    return HFEngine(actor.model, tokenizer), config
+
+
+def evaluate_trained(run: Run | str | Path, episodes: int | None = None, progress: bool = False) -> dict[str, float]:
+    """Held-out evaluation of a finished run's actor (:func:`trained_actor`), experience-free, on ``episodes``
+    episodes (default: the run's ``eval_episodes``), with the run's turn cap and temperature."""
+    engine, config = trained_actor(run)
+    if episodes is not None:
+        config = dataclasses.replace(config, eval_episodes=episodes)
+    envs = [make(config.env_id, max_turns=config.max_turns) for _ in range(config.batch_instances * config.group_size)]
+    try:
+        return evaluate(engine, envs, config, progress=progress)
+    finally:
+        for env in envs:
+            env.close()
 
 
 def _experience_manager(config: ExperimentConfig, run: Run, device: torch.device, resumed: checkpoint.Checkpoint | None) -> Manager:
