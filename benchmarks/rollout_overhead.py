@@ -30,19 +30,23 @@ def main() -> None:
         "--modes", nargs="+", default=list(DEFAULT_MODES), choices=MODES,
         help="none is needed for the ratios; loaded is the baseline beside a busy neighbour on the manager's cores",
     )
+    parser.add_argument(
+        "--identical", action="store_true",
+        help="every mode plays the same episodes (actor frozen, entries retrieved but not shown): the manager's cost alone",
+    )
     parser.add_argument("--steps", type=int, default=8, help="training steps per run")
     parser.add_argument("--skip", type=int, default=2, help="warm-up steps dropped from every run")
     parser.add_argument("--out", default="results/rollout_overhead", help="run folders and the figure go here")
     args = parser.parse_args()
 
     started = time.perf_counter()
-    table = measure_overhead(args.profile, args.batch_sizes, args.modes, steps=args.steps, skip=args.skip, output_dir=args.out)
+    table = measure_overhead(args.profile, args.batch_sizes, args.modes, steps=args.steps, skip=args.skip, output_dir=args.out, identical=args.identical)
     plot_overhead(table, f"{args.out}/rollout_overhead")
     table.to_csv(f"{args.out}/rollout_overhead.csv", index=False)
 
     print(f"profile={args.profile}, {args.steps} steps per run, first {args.skip} dropped; {table.attrs['core_split']}")
     columns = [
-        "batch_size", "mode", "steps", "rollout_s", "rollout_ratio", "seq_tokens", "per_token_ratio", "step_s", "step_ratio", "search_s", "queries", "experience_s",
+        "batch_size", "mode", "steps", "rollout_s", "rollout_ratio", "processed", "per_token_ratio", "step_s", "step_ratio", "search_s", "queries", "experience_s",
         "actor_cpu_s", "actor_wait_s", "actor_blocked_s",
     ]
     with pd.option_context("display.width", 200, "display.max_columns", 20):

@@ -295,6 +295,10 @@ class ExperienceConfig:
     (paper: an optional tool, off in the main runs). Training rollouts only: evaluation episodes do not get it."""
     search_and_ask_uses: int = 2
     """At most this many search_and_ask answers per episode (paper: 2)."""
+    blind: bool = False
+    """A control for the latency analysis (comprl's): guided episodes retrieve an entry and credit it as usual,
+    so the manager does all of its work, but the entry stays out of the prompt. With the actor frozen
+    (learning rate 0) every mode then plays the baseline's episodes token for token."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

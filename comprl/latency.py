@@ -31,6 +31,7 @@ import contextlib
 import multiprocessing
 import os
 import time
+import traceback
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -54,6 +55,7 @@ PER_STEP = {
     "queries": "manager_search_queries",
     "tokens": "generated_tokens",
     "seq_tokens": "mean_sequence_tokens",
+    "processed": "processed_tokens",
     "actor_cpu_s": "actor_cpu_seconds",
     "actor_wait_s": "actor_wait_seconds",
     "actor_blocked_s": "actor_blocked_seconds",
@@ -111,6 +113,7 @@ def measure_overhead(
     actor_cores: Sequence[int] | None = None,
     manager_cores: Sequence[int] | None = None,
     output_dir: str | Path = "results/latency",
+    identical: bool = False,
     **overrides: Any,
 ) -> pd.DataFrame:
     """Run every (mode, batch size) as a real experiment and return :func:`overhead_table` of their metrics.
@@ -123,12 +126,19 @@ def measure_overhead(
             an empty bank; in async mode step 2's searches wait at the bank's warm-up gate for step 1's distillation.
         actor_cores / manager_cores: see :func:`split_cores` (default: the manager gets the last core).
         output_dir: run folders go to ``output_dir/<mode>_b<batch size>``.
+        identical: make every mode play the same episodes, so that only the manager's work differs: the actor is
+            frozen (learning rate 0; its update still runs) and entries are retrieved and credited but kept out
+            of the prompts (``experience.blind``). Without it the modes' episodes differ (the guided half reads
+            an entry, the actors learn apart), and so does the work of their rollouts.
         overrides: any other config field (``eval_episodes`` defaults to 0).
 
     The returned frame's ``attrs["core_split"]`` says which cores each side ran on (the figure's caption). The
     runs' processes are spawned, so a script that calls this needs an ``if __name__ == "__main__":`` guard.
     """
     actor, manager, caption = split_cores(actor_cores, manager_cores)
+    if identical:
+        overrides.update({"actor.learning_rate": 0.0, "experience.blind": True})
+        caption += "; identical episodes in every mode (actor frozen, entries retrieved but not shown)"
     if steps <= skip:
         raise ValueError(f"steps={steps} with skip={skip}: no step would be measured")
     frames = []
@@ -144,8 +154,8 @@ def measure_overhead(
 
 def overhead_table(metrics: pd.DataFrame, skip: int = 2) -> pd.DataFrame:
     """Per (mode, batch size): the mean of each :data:`PER_STEP` metric over the training steps after ``skip``;
-    the rollout and step time relative to mode ``none`` at the same batch size; rollout time per token of the
-    rolled-out sequences (``token_s``) and its ratio to ``none`` (``per_token_ratio``).
+    the rollout and step time relative to mode ``none`` at the same batch size; rollout time per token its
+    forward passes processed (``token_s``) and its ratio to ``none`` (``per_token_ratio``).
 
     ``metrics`` holds the runs' metric rows with ``mode`` and ``batch_size`` columns added.
     """
@@ -155,8 +165,9 @@ def overhead_table(metrics: pd.DataFrame, skip: int = 2) -> pd.DataFrame:
     for name in PER_STEP:
         table[name] = table[name].fillna(0.0) if name in table else 0.0
     # The modes' rollouts are not the same amount of work: the guided half's prompts carry an entry, and episodes
-    # end at different turns in different runs. Time per token of the rolled-out sequences corrects for that.
-    table["token_s"] = table["rollout_s"] / (table["seq_tokens"] * table["batch_size"]).where(table["seq_tokens"] > 0)
+    # end at different turns in different runs. Time per token the rollout's forward passes processed corrects
+    # for most of that (not for attention's cost growing with the context).
+    table["token_s"] = table["rollout_s"] / table["processed"].where(table["processed"] > 0)
     reference = table[table["mode"] == "none"].set_index("batch_size")
     for column, ratio in (("rollout_s", "rollout_ratio"), ("step_s", "step_ratio"), ("token_s", "per_token_ratio")):
         table[ratio] = table[column] / table["batch_size"].map(reference[column])
@@ -205,6 +216,8 @@ def verdict(table: pd.DataFrame) -> str:
         if mode == "async":
             line += f": {'meets' if rollout.max() <= ASYNC_TARGET else 'MISSES'} the target <= {ASYNC_TARGET}x at every batch size"
         lines.append(line)
+    same = table.groupby("batch_size")["processed"].nunique().eq(1).all() and table["processed"].gt(0).all()
+    lines.append(f"the modes' rollouts processed {'the same' if same else 'different'} numbers of tokens at each batch size")
     by = table.set_index(["mode", "batch_size"])["rollout_s"]
     if {"loaded", "async"} <= set(table["mode"]):
         own = (by["async"] / by["loaded"]).dropna()
@@ -260,7 +273,7 @@ def _pinned_run(config: dict[str, Any], root: str, name: str, actor: tuple[int, 
         # process inherit the affinity of the thread that starts them: all of them stay on the manager's cores,
         # as the paper's RPC threads are not on the actor's GPUs.
         os.sched_setaffinity(0, manager)
-        ray.init(num_cpus=len(manager), include_dashboard=False, logging_level="WARNING")
+        ray.init(num_cpus=len(manager), include_dashboard=False, logging_level="ERROR")
     _pin_threads(actor_threads, actor)
     torch.set_num_threads(len(actor))
     clock = {0: _clocks()}
@@ -271,6 +284,8 @@ def _pinned_run(config: dict[str, Any], root: str, name: str, actor: tuple[int, 
 
     try:
         run = run_experiment(config, output_dir=root, name=name, progress=False, callback=sample)
+    except BaseException as error:  # Ray's exception classes cannot be pickled back to the parent process
+        raise RuntimeError(f"run {name} failed:\n{''.join(traceback.format_exception(error))}") from None
     finally:
         if ray is not None:
             ray.shutdown()

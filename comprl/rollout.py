@@ -127,6 +127,7 @@ def run_episodes(
     retrieve: Retriever | None = None,
     ask: Asker | None = None,
     ask_uses: int = 2,
+    show_entries: bool = True,
     progress: bool = False,
 ) -> list[Trajectory]:
     """Play one episode in each env, all in lockstep, and return the trajectories in env order.
@@ -149,6 +150,8 @@ def run_episodes(
             counts env steps only) but not the context limit. Calls are made one question at a time, in env order.
         ask_uses: questions answered per episode (paper: 2); a further question is played in the env as an
             action (an invalid one, which the env answers with its feedback).
+        show_entries: False keeps retrieved entries out of the prompts (``ExperienceConfig.blind``); the
+            trajectories still record them.
         progress: show a per-turn progress bar.
     """
     n = len(envs)
@@ -180,7 +183,7 @@ def run_episodes(
     trajectories: list[Trajectory] = []
     for env, seed, group, is_guided, experience, (obs, info) in zip(envs, seeds, groups, guided, experiences, starts):
         text = None if experience is None else experience.text
-        system = system_prompt(info["instruction"], text, search_uses)
+        system = system_prompt(info["instruction"], text if show_entries else None, search_uses)
         traj = Trajectory(
             env.spec.id if env.spec else type(env).__name__, int(seed), group, is_guided, text,
             () if experience is None else (int(experience.id),), info["instruction"], len(trajectories),

@@ -221,6 +221,18 @@ def test_an_unbounded_buffer_trains_as_many_batches_as_are_ready_in_one_call(fre
     assert trainer.maybe_step() is None
 
 
+def test_one_call_may_mix_an_update_that_trains_nothing_with_one_that_does(fresh):
+    # the first batch's rewards are equal (advantages 0: no gradient, no grad_norm), the second's differ
+    model, tokenizer, engine = fresh
+    trainer = ExtractorTrainer(model, tokenizer.pad_token_id, ExtractorConfig(buffer_size=2, buffer_capacity=0))
+    samples = _samples(engine, 4)
+    trainer.add(samples)
+    trainer.credit([_guided(100 + i, success) for i, success in enumerate([True, True, True, False])], step=2)
+    metrics = trainer.maybe_step()
+    assert metrics["updates"] == 2 and metrics["trained_sequences"] == 1.0  # 0 and 2, averaged
+    assert metrics["grad_norm"] > 0  # over the updates that took a gradient
+
+
 def test_credit_alone_triggers_training_without_an_actor_step(fresh):
     """Two updates within one actor step: each ``credit`` that completes a batch is followed by its update."""
     model, tokenizer, engine = fresh

@@ -1,4 +1,5 @@
-"""comprl.latency without timing anything: configs per mode, the core split, and the table's arithmetic."""
+"""comprl.latency without timing anything: configs per mode, the core split, the table's arithmetic, and the
+protocol that makes every mode play the same episodes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pandas as pd
 import pytest
 
 from comprl.latency import mode_config, overhead_table, split_cores, verdict
+from comprl.trainers.loop import run_experiment
 
 
 def test_mode_config_maps_modes_to_methods_and_batch_sizes():
@@ -38,11 +40,11 @@ def test_split_cores_defaults_checks_and_warns_on_overlap():
 
 
 def rows(mode: str, batch: int, rollout: list[float], search: float | None = None, tokens: float = 100.0) -> list[dict]:
-    """Metric rows of one run: an eval row, then one train row per step (``tokens`` per rolled-out sequence)."""
+    """Metric rows of one run: an eval row, then one train row per step (``tokens`` processed by its rollout)."""
     out = [{"step": 0, "phase": "eval", "mode": mode, "batch_size": batch, "rollout_seconds": 99.0}]
     for step, seconds in enumerate(rollout, start=1):
         row = {"step": step, "phase": "train", "mode": mode, "batch_size": batch, "rollout_seconds": seconds,
-               "step_seconds": seconds + 1, "mean_sequence_tokens": tokens}
+               "step_seconds": seconds + 1, "processed_tokens": tokens}
         if search is not None:
             row |= {"manager_search_seconds": search, "manager_search_queries": batch / 2}
         out.append(row)
@@ -64,7 +66,7 @@ def test_overhead_table_drops_warmup_steps_and_divides_by_none_at_the_same_batch
     assert by.loc[(4, "async"), "rollout_s"] == 4.0 and by.loc[(4, "async"), "rollout_ratio"] == 2.0
     assert by.loc[(4, "sync"), "rollout_ratio"] == 3.0 and by.loc[(4, "sync"), "step_ratio"] == 7.0 / 3.0
     assert by.loc[(8, "async"), "rollout_ratio"] == 1.0 and by.loc[(8, "none"), "rollout_ratio"] == 1.0
-    # async at 4 rolled out sequences 1.6x as long as none's: per token it took 2.0 / 1.6 the time
+    # async at 4 processed 1.6x the tokens none did: per token it took 2.0 / 1.6 the time
     assert by.loc[(4, "async"), "per_token_ratio"] == 1.25 and by.loc[(4, "sync"), "per_token_ratio"] == 3.0
     assert by.loc[(4, "none"), "search_s"] == 0.0 and by.loc[(8, "async"), "queries"] == 4.0
     assert (table["actor_wait_s"] == 0.0).all()  # metrics the rows lack read as zero
@@ -72,5 +74,18 @@ def test_overhead_table_drops_warmup_steps_and_divides_by_none_at_the_same_batch
         "sync: rollout 3.00x..3.00x of none (3.00x..3.00x per token), whole step 2.33x..2.33x",
         "async: rollout 1.00x..2.00x of none (1.00x..1.25x per token), whole step 1.00x..1.67x: MISSES the target <= 1.02x at every batch size",
         "loaded: rollout 0.80x..0.80x of none (0.80x..0.80x per token), whole step 0.84x..0.84x",
+        "the modes' rollouts processed different numbers of tokens at each batch size",
         "async rollout / loaded (the manager's own cost, shared caches and memory aside): 1.25x..1.25x",
     ]
+
+
+def test_identical_protocol_plays_the_baselines_episodes_token_for_token(tmp_path):
+    # what measure_overhead(identical=True) runs: a frozen actor, and entries retrieved but not shown
+    frozen = {"steps": 2, "eval_episodes": 0, "actor.learning_rate": 0.0, "experience.blind": True}
+    columns = ["processed_tokens", "mean_sequence_tokens", "success_rate", "invalid_action_rate"]
+    runs = {}
+    for mode in ("none", "sync"):
+        config = mode_config("smoke", mode, 8, **frozen)
+        runs[mode] = run_experiment(config, tmp_path, name=mode, progress=False).metrics().query("phase == 'train'")
+    assert runs["sync"]["guided_with_entry"].sum() > 0  # the manager searched, and found entries to credit
+    pd.testing.assert_frame_equal(runs["sync"][columns].reset_index(drop=True), runs["none"][columns].reset_index(drop=True))

@@ -161,7 +161,10 @@ class ExtractorTrainer(PolicyTrainer):
             taken.append(self._train(batch))
         if not taken:
             return None
-        metrics = {key: sum(m[key] for m in taken) / len(taken) for key in taken[0]}
+        # an update whose advantages are all 0 takes no gradient and reports no grad_norm: each metric is averaged
+        # over the updates that report it
+        keys = dict.fromkeys(key for m in taken for key in m)
+        metrics = {key: sum(m[key] for m in taken if key in m) / sum(key in m for m in taken) for key in keys}
         metrics["updates"] = float(len(taken))
         return metrics
 

@@ -39,7 +39,6 @@ class _RunLog(logging.LoggerAdapter):
         return f"{self.extra['run']}: {msg}", kwargs
 
 
-
 def resolve_device(config: ExperimentConfig) -> torch.device:
     """The torch device the config asks for, with a clear error when a GPU is required but absent."""
     if config.requires_gpu and not torch.cuda.is_available():
@@ -180,7 +179,7 @@ def run_experiment(
             ask = manager.search_and_ask if manager is not None and config.experience.search_and_ask else None
             trajectories = run_episodes(
                 engine, envs, seeds, config.rollout, groups=groups, guided=guided, retrieve=retrieve, ask=ask,
-                ask_uses=config.experience.search_and_ask_uses,
+                ask_uses=config.experience.search_and_ask_uses, show_entries=not config.experience.blind,
             )
             done = {key: engine.stats[key] - before[key] for key in before}
             metrics = {
