@@ -30,6 +30,9 @@ class Run:
 
     path: Path
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))  # a str works too
+
     @classmethod
     def create(cls, root: str | Path, config: ExperimentConfig, name: str | None = None, resume: bool = False) -> "Run":
         """Make ``root/name`` (default name: method, env, seed and a timestamp) and write ``config.json``.

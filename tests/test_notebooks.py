@@ -96,10 +96,12 @@ def test_notebook_05_measures_rollout_overhead_per_mode_and_batch_size(tmp_path,
     params = ["-p", "batch_sizes", "[4, 8]", "-p", "steps", "2", "-p", "skip", "1", "-p", "overrides", overrides]
     assert main(["run", "05_latency_analysis", "--profile", "smoke", "--output-dir", str(out), *params]) == 0
     table = pd.read_csv(out / "overhead.csv")
-    assert sorted(zip(table["batch_size"], table["mode"])) == sorted((b, m) for b in (4, 8) for m in ("none", "sync", "async"))
+    modes = ("none", "loaded", "sync", "async")
+    assert sorted(zip(table["batch_size"], table["mode"])) == sorted((b, m) for b in (4, 8) for m in modes)
+    assert (table.groupby("batch_size")["processed"].nunique() == 1).all()  # the same episodes in every mode
     assert (table["steps"] == 1).all()  # 2 steps, the first dropped as warm-up
     assert (table.loc[table["mode"] == "none", ["rollout_ratio", "step_ratio"]] == 1.0).all().all()
-    with_manager = table[table["mode"] != "none"]
+    with_manager = table[table["mode"].isin(["sync", "async"])]
     sync = table[table["mode"] == "sync"]
     assert (sync["queries"] == sync["batch_size"] / 2).all()  # one query per guided rollout, in its own step
     # async prefetches a step's searches during the step before, so they are counted in whichever row comes next
