@@ -40,7 +40,7 @@ def token_logprobs(
     out = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)
     if keep.numel() == 0:
         return out
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits  # [B, K, V]
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep, use_cache=False).logits  # [B, K, V]
     logprobs = torch.log_softmax(logits.float() / temperature.reshape(-1, 1, 1), dim=-1)
     targets = input_ids[:, keep + 1]
     out[:, keep + 1] = logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
