@@ -87,7 +87,10 @@ class PolicyTrainer:
                 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
                 model = get_peft_model(model, lora)
         if config.gradient_checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            if hasattr(model, "activation_checkpointing_enable"):  # the name since transformers 5.x
+                model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model = model
         params = [p for p in model.parameters() if p.requires_grad]
         self._masters = [p if p.dtype == torch.float32 else p.detach().float() for p in params]
