@@ -231,6 +231,19 @@ def test_scripted_explorer_wins_room_ultimate_on_most_seeds() -> None:
     assert wins >= 8
 
 
+def test_lit_room_shows_the_stairs_at_once_and_a_walker_reaches_them_within_six_turns() -> None:
+    # the cpu profile's learnable Room: everything the actor needs is in the first observation
+    for seed in range(10):
+        env = comprl.envs.make("comprl/Room-Random-5x5-v0", max_turns=6)
+        observation, _ = env.reset(seed=seed)
+        assert "stairs down" in observation and ">" in observation
+        agent = StairsSeeker()
+        terminated = truncated = False
+        while not (terminated or truncated):
+            _, _, terminated, truncated, info = env.step(f"<answer>{agent.act(env.unwrapped)}</answer>")
+        assert info["success"], f"seed {seed}"
+
+
 def test_scripted_agent_wins_keyroom_with_pick_up_and_apply_key() -> None:
     env = comprl.envs.make(KEYROOM, max_turns=30)
     env.reset(seed=2)

@@ -35,6 +35,7 @@ class _Registration:
 
 _REGISTRATIONS: tuple[_Registration, ...] = (
     _Registration("comprl/Room-Ultimate-5x5-v0", "comprl.envs.minihack.env:MiniHackTextEnv", "room"),
+    _Registration("comprl/Room-Random-5x5-v0", "comprl.envs.minihack.env:MiniHackTextEnv", "room-lit"),
     _Registration("comprl/MazeWalk-9x9-v0", "comprl.envs.minihack.env:MiniHackTextEnv", "maze"),
     _Registration("comprl/KeyRoom-Dark-S5-v0", "comprl.envs.minihack.env:MiniHackTextEnv", "keyroom"),
     _Registration("comprl/River-Narrow-v0", "comprl.envs.minihack.env:MiniHackTextEnv", "river"),

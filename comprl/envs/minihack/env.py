@@ -3,6 +3,8 @@
 Each comprl id wraps the MiniHack id of the same name (``comprl/X`` wraps ``MiniHack-X``):
 
 - comprl/Room-Ultimate-5x5-v0: find the stairs in a dark 5x5 room with a monster and a hidden trap;
+- comprl/Room-Random-5x5-v0: walk to the stairs in a lit 5x5 room, from a random start to a random spot (not one
+  of the paper's tasks: the easiest Room, where a small model's learning shows within a laptop run);
 - comprl/MazeWalk-9x9-v0: find the stairs in a dark 9x9 maze;
 - comprl/KeyRoom-Dark-S5-v0: pick up the key, unlock and open the door, reach the stairs in the subroom;
 - comprl/River-Narrow-v0: push boulders into the river to cross it and reach the stairs.
@@ -100,6 +102,10 @@ TASKS: Mapping[str, MiniHackTask] = MappingProxyType(
             "MiniHack-Room-Ultimate-5x5-v0",
             "Reach the stairs down (>) in a dark 5x5 room. You only see the squares next to you, so explore. "
             "The room may hold a monster (moving into it attacks it) and a hidden trap.",
+        ),
+        "room-lit": MiniHackTask(
+            "MiniHack-Room-Random-5x5-v0",
+            "Reach the stairs down (>) in a lit 5x5 room. You can see the whole room.",
         ),
         "maze": MiniHackTask(
             "MiniHack-MazeWalk-9x9-v0",
