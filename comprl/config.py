@@ -447,15 +447,16 @@ PROFILES: dict[str, ExperimentConfig] = {
         # At temperature 1.0 the 4-bit SmolLM2-135M writes no valid action (0/16 first replies on Room);
         # at 0.7, with "<answer>" pre-filled, about half of them are valid.
         rollout=RolloutConfig(max_new_tokens=12, temperature=0.7, response_prefix="<answer>"),
-        # Gradient checkpointing: the update's activations took the demo to 9.4 GB peak without it, 2.7 GB with it
-        # (benchmarks/cpu_step.py), for no measurable loss of time on this CPU.
-        actor=ActorConfig(learning_rate=1e-4, lora_rank=16, micro_batch_size=2, gradient_checkpointing=True),
+        # Gradient checkpointing and one sequence per micro-batch: an update of 8 full episodes (~980 tokens each)
+        # grows the process by 2.2 GB this way, 3.3 GB with micro-batches of 2 and 6.8 GB without checkpointing
+        # (whose update is 4% faster); benchmarks/cpu_step.py measures them side by side.
+        actor=ActorConfig(learning_rate=1e-4, lora_rank=16, micro_batch_size=1, gradient_checkpointing=True),
         # The same 135M model as extractor. It follows neither operation grammar (0 of 24 valid json/lines
         # answers in our test), so it writes one plain-text lesson per call ("note" style); empty ones earn -1.
         # A small buffer so it trains within a short run; half the trajectories distilled per step.
         extractor=ExtractorConfig(
             model="smollm2-135m", style="note", max_new_tokens=48, temperature=0.7, learning_rate=1e-4,
-            lora_rank=16, micro_batch_size=2, buffer_size=2, invalid_reward=-1.0, distill_per_step=4, merge_every=2,
+            lora_rank=16, micro_batch_size=1, buffer_size=2, invalid_reward=-1.0, distill_per_step=4, merge_every=2,
             gradient_checkpointing=True,
         ),
     ),

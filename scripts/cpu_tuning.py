@@ -31,6 +31,12 @@ ATTEMPTS: dict[str, dict[str, Any]] = {
     # the lit Room (MiniHack-Room-Random-5x5): the stairs are in view from the first turn, so the skill to learn is
     # reading their direction off the observation; the random floor is the dark room's (0.125 at 6 turns)
     "lit_lr2e-4": {"steps": 30, "env_id": "comprl/Room-Random-5x5-v0", "actor.learning_rate": 2e-4},
+    # one update in the first 12 steps of lit_lr2e-4 (successes too rare in groups of 4): groups of 8 on the lit
+    # Room, at the profile's temperature 0.7 and at 1.0 (more varied replies within a group, so more contrast)
+    "lit_g8": {"steps": 30, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1, "group_size": 8,
+               "actor.learning_rate": 2e-4},
+    "lit_g8_t1": {"steps": 30, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1, "group_size": 8,
+                  "actor.learning_rate": 2e-4, "rollout.temperature": 1.0},
 }
 """Attempt name -> config overrides of the ``cpu`` profile."""
 
