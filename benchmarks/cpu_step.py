@@ -40,11 +40,13 @@ import pandas as pd
 
 DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
     "profile": {},
+    "float32": {"dtype": "float32"},
     "no_checkpointing": {"actor.gradient_checkpointing": False, "extractor.gradient_checkpointing": False},
     "micro_batch_2": {"actor.micro_batch_size": 2, "extractor.micro_batch_size": 2},
     "micro_batch_4": {"actor.micro_batch_size": 4, "extractor.micro_batch_size": 4},
 }
-"""Name -> config overrides: the cpu profile as it is (gradient checkpointing, micro-batches of 1), and its levers."""
+"""Name -> config overrides: the cpu profile as it is (``dtype="auto"``: bfloat16 on CPUs that multiply it in hardware,
+float32 elsewhere; gradient checkpointing; micro-batches of 1), and its levers."""
 
 
 def measure(overrides: dict[str, Any], steps: int, threads: int | None) -> dict[str, float]:
@@ -52,6 +54,7 @@ def measure(overrides: dict[str, Any], steps: int, threads: int | None) -> dict[
     import torch
 
     from comprl.config import make_config
+    from comprl.llm import resolve_dtype
     from comprl.trainers.loop import run_experiment
 
     if threads:
@@ -71,8 +74,9 @@ def measure(overrides: dict[str, Any], steps: int, threads: int | None) -> dict[
         "action_tokens": train["mean_action_tokens"].mean(),
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "threads": torch.get_num_threads(),
+        "dtype": str(resolve_dtype(config.dtype, "cpu")).removeprefix("torch."),
     }
-    result["forward_tok_s"] = forward_throughput(config.model)
+    result["forward_tok_s"] = forward_throughput(config.model, resolve_dtype(config.dtype, "cpu"))
     return result
 
 
@@ -82,14 +86,14 @@ def full_update(overrides: dict[str, Any], sequence_tokens: float, action_tokens
     import torch
 
     from comprl.config import make_config
-    from comprl.llm import load_model
+    from comprl.llm import load_model, resolve_dtype
     from comprl.rollout import Trajectory
     from comprl.trainers.actor import ActorTrainer
 
     if threads:
         torch.set_num_threads(threads)
     config = make_config("cpu", **overrides)
-    model, tokenizer = load_model(config.model, seed=config.seed)
+    model, tokenizer = load_model(config.model, dtype=resolve_dtype(config.dtype, "cpu"), seed=config.seed)
     trainer = ActorTrainer(model, tokenizer.pad_token_id, config.actor)
     episodes = config.batch_instances * config.group_size
     reply = max(1, round(action_tokens / config.max_turns))
@@ -118,13 +122,13 @@ def _resident_gb() -> float:
         return int(statm.read().split()[1]) * resource.getpagesize() / 2**30
 
 
-def forward_throughput(model_name: str, batch: int = 8, length: int = 512) -> float:
-    """Tokens per second of the model's plain batched forward pass (no gradient, no cache), best of 3."""
+def forward_throughput(model_name: str, dtype: Any, batch: int = 8, length: int = 512) -> float:
+    """Tokens per second of the model's plain batched forward pass in ``dtype`` (no gradient, no cache), best of 3."""
     import torch
 
     from comprl.llm import load_model
 
-    model, tokenizer = load_model(model_name)
+    model, tokenizer = load_model(model_name, dtype=dtype)
     ids = torch.randint(0, len(tokenizer), (batch, length))
     best = float("inf")
     with torch.inference_mode():

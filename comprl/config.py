@@ -13,6 +13,7 @@ from typing import Any
 
 from comprl.envs import ENV_IDS
 from comprl.llm.engine import SamplingParams
+from comprl.llm.loading import DTYPES
 from comprl.objectives import AGGREGATIONS
 
 METHODS: tuple[str, ...] = ("baseline", "comp_rl", "static", "exp_only")
@@ -350,8 +351,10 @@ class ExperimentConfig:
     device: str = "auto"
     """``cpu``, ``cuda`` or ``auto`` (cuda when available)."""
     dtype: str = "float32"
-    """Parameter dtype: ``float32`` (CPU) or ``bfloat16`` (GPU). In low precision the trainers keep fp32 master
-    copies of the weights they fully fine-tune (:class:`~comprl.policy.PolicyTrainer`)."""
+    """Parameter dtype: ``float32``, ``bfloat16``, ``float16``, or ``auto``: bfloat16 on CUDA and on CPUs that
+    multiply bfloat16 in hardware (Intel AMX / AVX512-BF16), float32 elsewhere (:func:`comprl.llm.resolve_dtype`;
+    a run's log names the dtype it used). In low precision the trainers keep fp32 master copies of
+    the weights they fully fine-tune (:class:`~comprl.policy.PolicyTrainer`); LoRA adapters stay fp32."""
     requires_gpu: bool = False
     """Refuse to run without CUDA (the ``paper`` profile)."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -374,8 +377,8 @@ class ExperimentConfig:
                 raise ValueError(f"{name}={value!r}: expected a non-negative integer (>= 1 for counts of things)")
         if self.env_id not in ENV_IDS:
             raise ValueError(f"unknown env id {self.env_id!r}; accepted: {', '.join(ENV_IDS)}")
-        if self.dtype not in ("float32", "bfloat16", "float16"):
-            raise ValueError(f"dtype={self.dtype!r}; accepted: float32, bfloat16, float16")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype={self.dtype!r}; accepted: {', '.join(DTYPES)}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device={self.device!r}; accepted: auto, cpu, cuda")
         if self.uses_experience and self.group_size < 4:
@@ -444,6 +447,9 @@ PROFILES: dict[str, ExperimentConfig] = {
         eval_temperature=0.7,
         checkpoint_every=1,
         device="cpu",
+        # bfloat16 where the CPU multiplies it in hardware (AMX / AVX512-BF16: 4x the float32 forward throughput
+        # of SmolLM2-135M on 2 cores of a Xeon with AMX), float32 elsewhere; benchmarks/cpu_step.py compares them.
+        dtype="auto",
         # At temperature 1.0 the 4-bit SmolLM2-135M writes no valid action (0/16 first replies on Room);
         # at 0.7, with "<answer>" pre-filled, about half of them are valid.
         rollout=RolloutConfig(max_new_tokens=12, temperature=0.7, response_prefix="<answer>"),

@@ -136,3 +136,30 @@ def test_smollm2_from_the_offline_wheel_generates_text():
         [fmt.start("Answer in one word.", "What colour is the sky?")], SamplingParams(max_new_tokens=8, temperature=0)
     )[0]
     assert out.text.strip() and all(lp <= 0 for lp in out.logprobs)
+
+
+def test_dtype_auto_is_bfloat16_on_cuda_and_on_cpus_with_native_bfloat16_else_float32(monkeypatch):
+    from comprl.llm import loading
+
+    monkeypatch.setattr(loading, "cpu_has_native_bf16", lambda: False)
+    assert loading.resolve_dtype("auto", "cpu") is torch.float32
+    assert loading.resolve_dtype("auto", "cuda") is torch.bfloat16
+    monkeypatch.setattr(loading, "cpu_has_native_bf16", lambda: True)
+    assert loading.resolve_dtype("auto", torch.device("cpu")) is torch.bfloat16
+    assert loading.resolve_dtype("float32", "cpu") is torch.float32
+    with pytest.raises(ValueError, match="accepted: float32, bfloat16, float16, auto"):
+        loading.resolve_dtype("fp8", "cpu")
+
+
+def test_a_converted_gguf_config_loses_its_quantization_config_and_keeps_the_rest(tmp_path):
+    import json
+
+    from comprl.llm.loading import _drop_gguf_quantization
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"hidden_size": 576, "quantization_config": {"quant_method": "gguf"}}))
+    _drop_gguf_quantization(config)
+    assert json.loads(config.read_text()) == {"hidden_size": 576}
+    _drop_gguf_quantization(config)  # a clean config is left as it is
+    assert json.loads(config.read_text()) == {"hidden_size": 576}
+    assert [p.name for p in tmp_path.iterdir()] == ["config.json"]

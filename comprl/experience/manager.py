@@ -45,7 +45,7 @@ from comprl.experience.bank import Embedder, Entry, ExperienceBank, Hit
 from comprl.experience.episode import Episode, Outcome
 from comprl.experience.trainer import ExtractorSample, ExtractorTrainer
 from comprl.experience.track import ExperienceTrack
-from comprl.llm import HFEngine, load_model
+from comprl.llm import HFEngine, load_model, resolve_dtype
 
 _SEED_IN_SOURCE = re.compile(r"/seed(-?\d+)$")
 
@@ -106,7 +106,7 @@ class ExperienceManager:
         if checkpoint is not None:
             ExperienceBank.restore(Path(checkpoint) / "bank.duckdb", bank_path)
             queue_path(bank_path).unlink(missing_ok=True)  # persisted after the checkpoint: its episodes come again
-        dtype = getattr(torch, config.dtype)
+        dtype = resolve_dtype(config.dtype, device)
         model, tokenizer = load_model(config.extractor.model, dtype=dtype, device=torch.device(device), seed=config.seed + 1)
         self.trainer = (
             ExtractorTrainer(model, tokenizer.pad_token_id, config.extractor) if TRAINS_EXTRACTOR[config.method] else None

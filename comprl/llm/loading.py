@@ -16,6 +16,7 @@ anything else
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 from pathlib import Path
@@ -67,7 +68,19 @@ def _smollm2_dir() -> Path:
             tmp.rename(converted)
         except OSError:  # another process converted it first
             shutil.rmtree(tmp, ignore_errors=True)
+    _drop_gguf_quantization(converted / "config.json")
     return converted
+
+
+def _drop_gguf_quantization(config_file: Path) -> None:
+    """Remove the GGUF ``quantization_config`` a converted config inherits (also from caches written before this
+    step existed): the weights are plain floats, and with it transformers treats the folder as a packed GGUF and
+    warns on every load in another dtype than float32."""
+    config = json.loads(config_file.read_text())
+    if config.pop("quantization_config", None) is not None:
+        tmp = config_file.with_name(f"{config_file.name}.tmp{os.getpid()}")
+        tmp.write_text(json.dumps(config, indent=2))
+        os.replace(tmp, config_file)  # atomic: a process loading the model meanwhile reads the old or the new file
 
 
 def load_tokenizer(name_or_path: str = SMOLLM2) -> PreTrainedTokenizerBase:
@@ -92,6 +105,32 @@ def tiny_random_config(vocab_size: int, layers: int = 2, width: int = 64) -> Lla
         tie_word_embeddings=True,
         rope_theta=100000.0,
     )
+
+
+DTYPES = ("float32", "bfloat16", "float16", "auto")
+"""Accepted ``dtype`` names; ``auto`` is resolved by :func:`resolve_dtype`."""
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices in hardware (Intel AMX or AVX512-BF16, read from
+    ``/proc/cpuinfo``; False where that file does not exist, e.g. macOS). Without it, torch emulates bfloat16 and
+    float32 is faster."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def resolve_dtype(name: str, device: str | torch.device) -> torch.dtype:
+    """The torch dtype for a config's ``dtype`` name on ``device``. ``auto``: bfloat16 on CUDA and on CPUs with
+    native bfloat16 matrix units (:func:`cpu_has_native_bf16`), float32 elsewhere."""
+    if name not in DTYPES:
+        raise ValueError(f"dtype={name!r}; accepted: {', '.join(DTYPES)}")
+    if name == "auto":
+        native = torch.device(device).type == "cuda" or cpu_has_native_bf16()
+        return torch.bfloat16 if native else torch.float32
+    return getattr(torch, name)
 
 
 def load_model(

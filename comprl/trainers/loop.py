@@ -24,7 +24,7 @@ from comprl.envs import make
 from comprl.envs.base import EVAL_SEED_OFFSET  # evaluation plays seeds EVAL_SEED_OFFSET + i
 from comprl.experience.episode import Outcome
 from comprl.experience.manager import Manager, connect
-from comprl.llm import HFEngine, load_model
+from comprl.llm import HFEngine, load_model, resolve_dtype
 from comprl.rollout import Trajectory, retrieval_query, run_episodes, summarize
 from comprl.runs import Run
 from comprl.trainers.actor import ActorTrainer
@@ -138,8 +138,9 @@ def run_experiment(
         if callback is not None:
             callback(step, metrics, phase)
 
-    dtype = getattr(torch, config.dtype)
+    dtype = resolve_dtype(config.dtype, device)
     model, tokenizer = load_model(config.model, dtype=dtype, device=device, seed=config.seed)
+    say.info("%s on %s in %s", config.model, device, str(dtype).removeprefix("torch."))
     actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor) if TRAINS_ACTOR[config.method] else None
     engine = HFEngine(actor.model if actor else model, tokenizer)
     manager = _experience_manager(config, run, device, resumed) if config.uses_experience else None
@@ -240,7 +241,8 @@ def trained_actor(run: Run | str | Path) -> tuple[HFEngine, ExperimentConfig]:
     run = run if isinstance(run, Run) else Run(Path(run))
     config = run.config()
     weights = checkpoint.load_adapters(run.path)
-    model, tokenizer = load_model(config.model, dtype=getattr(torch, config.dtype), device=resolve_device(config), seed=config.seed)
+    device = resolve_device(config)
+    model, tokenizer = load_model(config.model, dtype=resolve_dtype(config.dtype, device), device=device, seed=config.seed)
     actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor)
     actor.load_weights(weights)
     return HFEngine(actor.model, tokenizer), config
