@@ -99,6 +99,10 @@ class ActorConfig(OptimConfig):
     """PPO/GRPO clip range epsilon. Paper: 0.2."""
     scale_adv_by_std: bool = True
     """Divide advantages by the std of their half-group (paper Eq. 5); False = subtract the mean only (official code)."""
+    invalid_action_reward: float = 0.0
+    """Added to an episode's return, per reply that named no valid action, before the actor's advantages are
+    computed (comprl's shaping for models too small to keep the answer format; paper: 0, binary rewards). Success,
+    the logged returns and the extractor's credit are unaffected."""
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,15 @@ ATTEMPTS: dict[str, dict[str, Any]] = {
                    "actor.learning_rate": 2e-4},
     "lit_g8_lr5e-4_s40": {"steps": 40, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1, "group_size": 8,
                           "actor.learning_rate": 5e-4},
+    # Both stopped after 19 / 15 steps: training success 0 on all but 2 steps. The model repeats its first reply
+    # every turn, so the 8 rollouts of a group walk one direction and mostly fail alike; the updates it took taught
+    # the format (invalid replies 0.5 -> 0.1) but not where to go. Next: 10 turns (random floor 0.18 instead of
+    # 0.08 on 100 episodes) and -0.1 per invalid reply in the actor's advantages, at temperature 0.7 and 1.0.
+    "lit_g8_t10_inv": {"steps": 30, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1, "group_size": 8,
+                       "max_turns": 10, "actor.learning_rate": 2e-4, "actor.invalid_action_reward": -0.1},
+    "lit_g8_t10_inv_T1": {"steps": 30, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1, "group_size": 8,
+                          "max_turns": 10, "actor.learning_rate": 2e-4, "actor.invalid_action_reward": -0.1,
+                          "rollout.temperature": 1.0},
 }
 """Attempt name -> config overrides of the ``cpu`` profile."""
 

@@ -144,6 +144,16 @@ def test_groups_with_equal_rewards_give_no_update(fresh):
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
+def test_invalid_action_shaping_ranks_a_group_whose_returns_tie_by_how_many_replies_were_invalid(fresh):
+    model, tokenizer, engine = fresh
+    tied = _with_rewards(_rollouts(engine), [0.0] * 4)
+    batch = [dataclasses.replace(t, group=0, invalid_actions=n) for t, n in zip(tied, [0, 1, 2, 3])]
+    assert torch.equal(ActorTrainer(model, tokenizer.pad_token_id).advantages(batch), torch.zeros(4))
+    shaped = ActorTrainer(model, tokenizer.pad_token_id, ActorConfig(invalid_action_reward=-0.1)).advantages(batch)
+    assert shaped[0] > shaped[1] > shaped[2] > shaped[3] and abs(float(shaped.sum())) < 1e-5
+    assert [t.reward for t in batch] == [0.0] * 4  # the logged returns stay the env's
+
+
 def test_bad_actor_config_names_the_field():
     with pytest.raises(ValueError, match="aggregation"):
         ActorConfig(aggregation="sum")
