@@ -52,6 +52,16 @@ ATTEMPTS: dict[str, dict[str, Any]] = {
     "lit_g8_t10_inv_T1": {"steps": 30, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1, "group_size": 8,
                           "max_turns": 10, "actor.learning_rate": 2e-4, "actor.invalid_action_reward": -0.1,
                           "rollout.temperature": 1.0},
+    # Both stopped (steps 17 and 19): invalid replies 0.5 -> 0 within 5-10 steps, then training success 0 on
+    # every step but one. Sampled from the step-19 checkpoint of the T1 run, 8 held-out episodes: "north" on 78
+    # of 80 turns, wherever the stairs were. The shaping rewards any valid reply, and "north" (the instruction's
+    # example, first in the action list) was the model's most common one, so it won before any direction did.
+    # At temperature 1.0 without shaping, successes (0.25-0.5 of a group on steps 3-8 of the T1 run) are the
+    # only signal, so what is reinforced is what reached the stairs: lr 2e-4 and 5e-4.
+    "lit_g8_t10_T1": {"steps": 24, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1, "group_size": 8,
+                      "max_turns": 10, "actor.learning_rate": 2e-4, "rollout.temperature": 1.0},
+    "lit_g8_t10_T1_lr5e-4": {"steps": 24, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1,
+                             "group_size": 8, "max_turns": 10, "actor.learning_rate": 5e-4, "rollout.temperature": 1.0},
 }
 """Attempt name -> config overrides of the ``cpu`` profile."""
 
