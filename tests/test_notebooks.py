@@ -30,10 +30,12 @@ def seeded_bank(tmp_path_factory):
 
 
 LOG_LINE = re.compile(
-    r"^(\w+_seed\d+: (step \d+/\d+: success .*|eval after step \d+: .*|experience manager closed: .*|finished already .*)"
+    r"^(\w+_seed\d+: (\S+ on \S+ in \w+|step \d+/\d+: success .*|eval after step \d+: .*|experience manager closed: .*"
+    r"|finished already .*)"
     r"|comprl: results in .*)$"
 )
-"""The lines a headless notebook run may print on stdout: one per step and evaluation, the manager's report."""
+"""The lines a headless notebook run may print on stdout: which model a run loads (device, dtype), one per step
+and evaluation, the manager's report."""
 
 
 def test_notebook_01_runs_comp_rl_and_baseline_side_by_side(tmp_path, seeded_bank, capfd):
