@@ -451,15 +451,17 @@ PROFILES: dict[str, ExperimentConfig] = {
         eval_temperature=0.7,
         checkpoint_every=1,
         device="cpu",
-        # bfloat16 where the CPU multiplies it in hardware (AMX / AVX512-BF16: 4x the float32 forward throughput
-        # of SmolLM2-135M on 2 cores of a Xeon with AMX), float32 elsewhere; benchmarks/cpu_step.py compares them.
+        # bfloat16 where the CPU multiplies it in hardware (AMX / AVX512-BF16), float32 elsewhere. On 2 cores of a
+        # Xeon with AMX: 3.6x the float32 forward throughput of SmolLM2-135M, a step 1.29x and a full update 1.34x
+        # faster, the update's memory growth 1.2 GB instead of 2.3 GB (benchmarks/cpu_step.py, side by side).
         dtype="auto",
         # At temperature 1.0 the 4-bit SmolLM2-135M writes no valid action (0/16 first replies on Room);
         # at 0.7, with "<answer>" pre-filled, about half of them are valid.
         rollout=RolloutConfig(max_new_tokens=12, temperature=0.7, response_prefix="<answer>"),
-        # Gradient checkpointing and one sequence per micro-batch: an update of 8 full episodes (~980 tokens each)
-        # grows the process by 2.2 GB this way, 3.3 GB with micro-batches of 2 and 6.8 GB without checkpointing
-        # (whose update is 4% faster); benchmarks/cpu_step.py measures them side by side.
+        # Gradient checkpointing and one sequence per micro-batch. In float32 an update of 8 full episodes (~980
+        # tokens each) grows the process by 2.2 GB this way, 3.3 GB with micro-batches of 2 and 6.8 GB without
+        # checkpointing; in bfloat16 by 1.2 GB, and 1.7 GB without checkpointing, whose update is then 1.45x faster
+        # (17 s instead of 25 s): the memory target decided. benchmarks/cpu_step.py measures them side by side.
         actor=ActorConfig(learning_rate=1e-4, lora_rank=16, micro_batch_size=1, gradient_checkpointing=True),
         # The same 135M model as extractor. It follows neither operation grammar (0 of 24 valid json/lines
         # answers in our test), so it writes one plain-text lesson per call ("note" style); empty ones earn -1.
