@@ -60,6 +60,7 @@ def measure(overrides: dict[str, Any], steps: int, threads: int | None) -> dict[
     if threads:
         torch.set_num_threads(threads)
     config = make_config("cpu", method="comp_rl", steps=steps, eval_episodes=0, **overrides)
+    dtype = resolve_dtype(config.dtype, "cpu")
     with tempfile.TemporaryDirectory() as root:
         rows = run_experiment(config, root, name="bench", progress=False).metrics()
     train = rows[(rows["phase"] == "train") & (rows["step"] > 1)]
@@ -72,11 +73,11 @@ def measure(overrides: dict[str, Any], steps: int, threads: int | None) -> dict[
         "success": train["success_rate"].mean(),
         "sequence_tokens": train["mean_sequence_tokens"].mean(),
         "action_tokens": train["mean_action_tokens"].mean(),
-        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "peak_rss_gb": _peak_gb(),
         "threads": torch.get_num_threads(),
-        "dtype": str(resolve_dtype(config.dtype, "cpu")).removeprefix("torch."),
+        "dtype": str(dtype).removeprefix("torch."),
     }
-    result["forward_tok_s"] = forward_throughput(config.model, resolve_dtype(config.dtype, "cpu"))
+    result["forward_tok_s"] = forward_throughput(config.model, dtype)
     return result
 
 
@@ -112,8 +113,13 @@ def full_update(overrides: dict[str, Any], sequence_tokens: float, action_tokens
     trainer.update(sequences, advantages)
     return {
         "full_update_s": time.perf_counter() - started,
-        "update_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20 - before,
+        "update_rss_gb": _peak_gb() - before,
     }
+
+
+def _peak_gb() -> float:
+    """This process's peak resident memory so far (``ru_maxrss``, KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def _resident_gb() -> float:

@@ -15,6 +15,7 @@ anything else
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -111,6 +112,7 @@ DTYPES = ("float32", "bfloat16", "float16", "auto")
 """Accepted ``dtype`` names; ``auto`` is resolved by :func:`resolve_dtype`."""
 
 
+@functools.cache
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU multiplies bfloat16 matrices in hardware (Intel AMX or AVX512-BF16, read from
     ``/proc/cpuinfo``; False where that file does not exist, e.g. macOS). Without it, torch emulates bfloat16 and
