@@ -5,7 +5,7 @@
 
 Episodes run in lockstep (one batched generation call per turn) on the evaluation seeds
 (``EVAL_SEED_OFFSET + i``: WebShop test goals, ALFWorld's out-of-distribution set), with the cpu profile's
-sampling (temperature 0.7, "<answer>" pre-filled) and each env's own turn cap unless --max-turns is given.
+sampling (temperature 0.7, "<answer>" pre-filled; --constrained restricts replies to the admissible actions) and each env's own turn cap unless --max-turns is given.
 The last column names the valid actions the model played, most frequent first, with their share of its valid
 replies: RL can only reinforce actions that sampling ever produces.
 """
@@ -35,18 +35,24 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: 32, SWE-lite 192 (a JSON tool call)")
     parser.add_argument("--envs", nargs="*", default=list(ENV_IDS))
     parser.add_argument("--dtype", default="auto", help="float32 | bfloat16 | auto (the cpu profile's)")
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--constrained", action="store_true", help="replies restricted to the admissible actions")
     args = parser.parse_args()
 
     model, tokenizer = load_model(args.model, dtype=resolve_dtype(args.dtype, "cpu"))
     engine = HFEngine(model, tokenizer)
     seeds = [EVAL_SEED_OFFSET + i for i in range(args.episodes)]
-    print(f"{args.model}, {args.episodes} evaluation seeds per env")
+    print(f"{args.model}, {args.episodes} evaluation seeds per env, temperature {args.temperature}"
+          + (", constrained to admissible actions" if args.constrained else ""))
     print(f"{'env':32s} {'success':>8s} {'invalid':>8s} {'turns':>6s} {'wall s':>7s}  valid actions played")
     for env_id in args.envs:
         kwargs = {} if args.max_turns is None else {"max_turns": args.max_turns}
         envs = [make(env_id, **kwargs) for _ in seeds]
         tokens = args.max_new_tokens or REPLY_TOKENS.get(env_id, 32)
-        rollout = RolloutConfig(max_new_tokens=tokens, temperature=0.7, response_prefix="<answer>")
+        rollout = RolloutConfig(
+            max_new_tokens=tokens, temperature=args.temperature, response_prefix="<answer>",
+            constrained_actions=args.constrained,
+        )
         torch.manual_seed(0)
         started = time.perf_counter()
         trajectories = run_episodes(engine, envs, seeds, rollout)

@@ -47,6 +47,11 @@ class RolloutConfig:
     expected format); it is not trained on and the env receives ``response_prefix + reply``."""
     stop: tuple[str, ...] = ("</answer>",)
     """Strings that end a reply."""
+    constrained_actions: bool = False
+    """Restrict every reply to ``<answer>ACTION</answer>`` for an ACTION in the env's ``info["admissible_actions"]``
+    (less ``response_prefix``), sampled from the model's distribution renormalised over those replies
+    (:mod:`comprl.llm.choice`). comprl's deviation for models too small to name a valid action on their own
+    (paper: free text, False); off, an unparseable reply is an invalid action the env answers."""
     max_context_tokens: int = 8192
     """An episode whose sequence would outgrow this is truncated (counted in ``Trajectory.truncated``) through the
     env's own truncation step, so it earns the env's truncation reward (ALFWorld: -1; SWE-lite grades the work)."""

@@ -27,12 +27,23 @@ class PackedSequence:
     """1 for tokens the model generated, 0 for context (prompt, observations, response prefix)."""
     logprobs: list[float] = field(default_factory=list)
     """Behaviour log-prob per token (0.0 on context tokens)."""
+    choices: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    """Constrained choice (:mod:`comprl.llm.choice`): position -> the token ids the model was restricted to there;
+    those tokens' log-probs are normalised over that set. Empty for free text."""
 
-    def extend(self, ids: Sequence[int], logprobs: Sequence[float] | None = None) -> None:
-        """Append context tokens (``logprobs is None``) or the model's own tokens with their log-probs."""
+    def extend(
+        self,
+        ids: Sequence[int],
+        logprobs: Sequence[float] | None = None,
+        choices: Sequence[tuple[int, ...] | None] = (),
+    ) -> None:
+        """Append context tokens (``logprobs is None``) or the model's own tokens with their log-probs (and, for
+        a constrained reply, the allowed set of each token, None where it was free)."""
+        start = len(self.token_ids)
         self.token_ids.extend(ids)
         self.action_mask.extend([0 if logprobs is None else 1] * len(ids))
         self.logprobs.extend([0.0] * len(ids) if logprobs is None else logprobs)
+        self.choices.update({start + i: allowed for i, allowed in enumerate(choices) if allowed is not None})
 
     @property
     def num_action_tokens(self) -> int:
@@ -175,7 +186,8 @@ class PolicyTrainer:
             temperatures = torch.tensor([self.logprob_temperature(sequences[i]) for i in rows], device=device)
             with torch.set_grad_enabled(backward):
                 logprobs = token_logprobs(
-                    self.model, batch["input_ids"], batch["attention_mask"], batch["action_mask"], temperatures
+                    self.model, batch["input_ids"], batch["attention_mask"], batch["action_mask"], temperatures,
+                    choices=[sequences[i].choices for i in rows],
                 )
                 loss, stats = self.loss_fn(logprobs, batch["old_logprobs"], advantages[rows].to(device), batch["action_mask"])
                 tokens = int(batch["action_mask"].sum())

@@ -22,6 +22,8 @@ from comprl.chat import ChatFormat
 from comprl.config import RolloutConfig
 from comprl.experience.episode import Episode
 from comprl.experience.prompts import SEARCH_CLOSE, SEARCH_OPEN
+from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN
+from comprl.llm.choice import ReplyChoices
 from comprl.llm.engine import GenerationEngine
 from comprl.policy import PackedSequence
 
@@ -116,6 +118,45 @@ def search_query(reply: str) -> str | None:
     return None if start < 0 else reply[start + len(SEARCH_OPEN) : close].strip()
 
 
+@dataclass
+class _Choices:
+    """Constrained choice for a rollout: the admissible replies of each action list, tokenised once."""
+
+    fmt: ChatFormat
+    response_prefix: str
+    max_new_tokens: int
+    ask: bool
+    cache: dict[tuple[str, ...], ReplyChoices] = field(default_factory=dict)
+
+    def __call__(self, admissible: Sequence[str]) -> ReplyChoices:
+        key = tuple(admissible)
+        if key not in self.cache:
+            replies, free = [], [self.fmt.encode(SEARCH_OPEN)] if self.ask else []
+            for action in admissible:
+                text = self._strip_prefix(f"{ANSWER_OPEN}{action}{ANSWER_CLOSE}")
+                placeholder = text.find("[<")  # e.g. WebShop's search[<your query>]: free from the placeholder on
+                if placeholder >= 0:
+                    free.append(self.fmt.encode(text[: placeholder + 1]))
+                    continue
+                ids = self.fmt.encode(text)
+                if len(ids) > self.max_new_tokens:
+                    raise ValueError(
+                        f"constrained choice: the reply {text!r} takes {len(ids)} tokens, more than "
+                        f"rollout.max_new_tokens={self.max_new_tokens}; raise it"
+                    )
+                replies.append(ids)
+            self.cache[key] = ReplyChoices.build(replies, free)
+        return self.cache[key]
+
+    def _strip_prefix(self, reply: str) -> str:
+        if not reply.startswith(self.response_prefix):
+            raise ValueError(
+                f"constrained choice writes {ANSWER_OPEN}ACTION{ANSWER_CLOSE} replies; response_prefix="
+                f"{self.response_prefix!r} is not a prefix of them (accepted: '' or a prefix of {ANSWER_OPEN!r})"
+            )
+        return reply[len(self.response_prefix) :]
+
+
 def run_episodes(
     engine: GenerationEngine,
     envs: Sequence[gym.Env],
@@ -137,7 +178,9 @@ def run_episodes(
         envs: text envs (``comprl.envs.make``); each is reset with its seed. Their ``max_turns`` cap ends episodes;
             one that outgrows ``config.max_context_tokens`` ends through the same truncation (``TextEnv.truncate``).
         seeds: one env seed per env (rollouts of one task instance share a seed).
-        config: sampling and formatting.
+        config: sampling and formatting. With ``config.constrained_actions`` each reply is restricted to the
+            actions the env lists in ``info["admissible_actions"]`` that turn (free while an env lists none; the
+            search_and_ask tag, when on, opens a free branch).
         groups: GRPO group index per env (default: one group per env).
         guided: which episodes are experience-guided (default none). Their first observation, after the
             instruction, is the query ``retrieve`` answers, in one batched call; the entry it returns enters the
@@ -172,7 +215,9 @@ def run_episodes(
     if ask is not None and SEARCH_CLOSE not in sampling.stop:
         sampling = dataclasses.replace(sampling, stop=(*sampling.stop, SEARCH_CLOSE))
 
+    choose = _Choices(fmt, config.response_prefix, sampling.max_new_tokens, ask is not None) if config.constrained_actions else None
     starts = [env.reset(seed=int(seed)) for env, seed in zip(envs, seeds)]
+    admissible = [info.get("admissible_actions", []) for _, info in starts]
     queried = [i for i in range(n) if guided[i]]
     found = list(retrieve([retrieval_query(*starts[i]) for i in queried])) if queried else []
     if len(found) != len(queried):
@@ -198,13 +243,14 @@ def run_episodes(
     active = list(range(n))
     bar = console.progress(desc="rollout turns", unit="turn", disable=not progress, leave=False)
     while active:
+        choices = None if choose is None else [choose(admissible[i]) if admissible[i] else None for i in active]
         completions = engine.generate(
-            [trajectories[i].token_ids for i in active], sampling, sessions=[sessions[i] for i in active]
+            [trajectories[i].token_ids for i in active], sampling, sessions=[sessions[i] for i in active], choices=choices
         )
         still_active = []
         for i, completion in zip(active, completions):
             traj = trajectories[i]
-            traj.extend(completion.token_ids, completion.logprobs)
+            traj.extend(completion.token_ids, completion.logprobs, completion.choices)
             action = config.response_prefix + completion.text
             traj.messages.append({"role": "assistant", "content": action})
             question = search_query(action) if ask is not None and traj.asks < ask_uses else None
@@ -213,6 +259,7 @@ def run_episodes(
                 obs = SEARCH_RESULTS + (ask(question, traj.env_id) or NO_MATCH)
             else:
                 obs, reward, terminated, truncated, info = envs[i].step(action)
+                admissible[i] = info.get("admissible_actions", [])
                 traj.reward += float(reward)
                 traj.turns += 1
                 traj.success = bool(info.get("success", False))

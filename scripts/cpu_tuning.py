@@ -68,6 +68,15 @@ ATTEMPTS: dict[str, dict[str, Any]] = {
     # model's valid replies are "north" 94% and "south" 6% on the lit Room (91% / 9% on Room-Ultimate), and with
     # the instruction's "for example <answer>north</answer>" removed it writes no valid reply at all (0/160). The
     # directions it would have to learn are never sampled, so no group can show that they pay.
+    # Constrained choice (rollout.constrained_actions): every reply is one of the 8 moves, drawn from the model's
+    # distribution renormalised over them. Zero-shot on 32 held-out lit Rooms at 10 turns: success 0.06 at T1.0
+    # (north 73%, south 14%, the other six 13%), 0.12 at T0.7 (north 96%): the other moves are now sampled.
+    "lit_g8_t10_T1_lr5e-4_c": {"steps": 24, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1,
+                               "group_size": 8, "max_turns": 10, "actor.learning_rate": 5e-4,
+                               "rollout.temperature": 1.0, "rollout.constrained_actions": True},
+    "lit_g8_t6_T1_lr5e-4_c": {"steps": 30, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1,
+                              "group_size": 8, "max_turns": 6, "actor.learning_rate": 5e-4,
+                              "rollout.temperature": 1.0, "rollout.constrained_actions": True},
 }
 """Attempt name -> config overrides of the ``cpu`` profile."""
 

@@ -71,7 +71,10 @@ def assert_logprobs_match_fresh_pass():
     def check(model, pad_id, sequences, temperature) -> None:
         batch = pad_batch(sequences, pad_id)
         with torch.no_grad():
-            fresh = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["action_mask"], temperature)
+            fresh = token_logprobs(
+                model, batch["input_ids"], batch["attention_mask"], batch["action_mask"], temperature,
+                choices=[s.choices for s in sequences],
+            )
         mask = batch["action_mask"].bool()
         assert mask.sum() == sum(s.num_action_tokens for s in sequences) > 0
         torch.testing.assert_close(fresh[mask], batch["old_logprobs"][mask], atol=1e-4, rtol=1e-4)

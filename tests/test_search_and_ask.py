@@ -51,7 +51,7 @@ class ScriptedEngine:
     def tokenizer(self):
         return self.engine.tokenizer
 
-    def generate(self, prompts, params: SamplingParams, sessions: Sequence[Hashable]) -> list[Completion]:
+    def generate(self, prompts, params: SamplingParams, sessions: Sequence[Hashable], choices=None) -> list[Completion]:
         self.params.append(params)
         out: list[Completion | None] = [None] * len(prompts)
         sampled = []

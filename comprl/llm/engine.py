@@ -22,12 +22,15 @@ import torch
 from transformers import (
     DynamicCache,
     GenerationConfig,
+    LogitsProcessorList,
     PreTrainedModel,
     PreTrainedTokenizerBase,
     StoppingCriteriaList,
     StopStringCriteria,
 )
 from transformers.cache_utils import DynamicLayer
+
+from comprl.llm.choice import ChoiceProcessor, ReplyChoices, restrict
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +108,9 @@ class Completion:
     """``token_ids`` decoded, special tokens dropped."""
     finish_reason: str
     """``"eos"``, ``"stop"`` (a stop string) or ``"length"``."""
+    choices: list[tuple[int, ...] | None] = field(default_factory=list)
+    """With constrained choice: the allowed token ids at each token of ``token_ids`` (None where unconstrained),
+    the set its log-prob is normalised over (:mod:`comprl.llm.choice`). Empty without it."""
 
 
 class GenerationEngine(Protocol):
@@ -117,11 +123,14 @@ class GenerationEngine(Protocol):
         prompts: Sequence[Sequence[int]],
         params: SamplingParams,
         sessions: Sequence[Hashable] | None = None,
+        choices: Sequence[ReplyChoices | None] | None = None,
     ) -> list[Completion]:
         """One completion per prompt (prompts are token id lists).
 
         ``sessions`` (optional, one key per prompt) names the episode each prompt belongs to, so that an engine
         may reuse the work it did for that episode's previous, shorter prompt. Results do not depend on it.
+        ``choices`` (optional, one per prompt, None for a free reply) restricts replies to admissible texts
+        (:mod:`comprl.llm.choice`); behaviour log-probs are then normalised over the allowed tokens.
         """
         ...
 
@@ -214,6 +223,7 @@ class HFEngine:
         prompts: Sequence[Sequence[int]],
         params: SamplingParams,
         sessions: Sequence[Hashable] | None = None,
+        choices: Sequence[ReplyChoices | None] | None = None,
     ) -> list[Completion]:
         """One completion per prompt (token id lists).
 
@@ -222,6 +232,7 @@ class HFEngine:
             params: how to sample.
             sessions: optional key per prompt (distinct within a call) that enables the prefix KV cache for it;
                 ``None`` generates without touching the cache.
+            choices: optional admissible replies per prompt (None: a free reply); see :mod:`comprl.llm.choice`.
         """
         if sessions is not None:
             sessions = list(sessions)
@@ -229,10 +240,19 @@ class HFEngine:
                 raise ValueError(f"got {len(sessions)} sessions for {len(prompts)} prompts")
             if len(set(sessions)) != len(sessions):
                 raise ValueError("session keys must be distinct within one generate call")
+        if choices is not None and len(choices) != len(prompts):
+            raise ValueError(f"got {len(choices)} choices for {len(prompts)} prompts")
+        if choices is not None and any(c is not None for c in choices) and params.top_p < 1:
+            raise ValueError(f"top_p={params.top_p}: constrained choice needs top_p=1 (its log-probs renormalise the tempered distribution)")
         out: list[Completion] = []
         for start in range(0, len(prompts), self.max_batch_size):
             stop = start + self.max_batch_size
-            out.extend(self._generate_batch(prompts[start:stop], params, None if sessions is None else sessions[start:stop]))
+            out.extend(
+                self._generate_batch(
+                    prompts[start:stop], params, None if sessions is None else sessions[start:stop],
+                    None if choices is None else choices[start:stop],
+                )
+            )
         return out
 
     def _take_prefixes(self, prompts: Sequence[Sequence[int]], sessions: Sequence[Hashable]) -> list[_Prefix | None]:
@@ -295,7 +315,11 @@ class HFEngine:
         return self._stop_cache[stop]
 
     def _generate_batch(
-        self, prompts: Sequence[Sequence[int]], params: SamplingParams, sessions: Sequence[Hashable] | None = None
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams,
+        sessions: Sequence[Hashable] | None = None,
+        choices: Sequence[ReplyChoices | None] | None = None,
     ) -> list[Completion]:
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt must hold at least one token")
@@ -329,6 +353,8 @@ class HFEngine:
         was_training = self.model.training
         self.model.eval()
         extra = {} if past_key_values is None else {"past_key_values": past_key_values}
+        if choices is not None and any(c is not None for c in choices):
+            extra["logits_processor"] = LogitsProcessorList([ChoiceProcessor(choices, width)])
         try:
             with _without_model_generation_defaults(self.model):
                 result = self.model.generate(
@@ -346,12 +372,24 @@ class HFEngine:
         logprobs = torch.log_softmax(logits / params.logprob_temperature, dim=-1)
         chosen = logprobs.gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
         completions = [self._finish(new_tokens[row].tolist(), chosen[row].tolist(), params) for row in range(len(prompts))]
+        for row, completion in enumerate(completions):
+            choice = None if choices is None else choices[row]
+            if choice is not None:
+                self._renormalise(completion, choice, logits[row], params.logprob_temperature)
         if sessions is not None and self._prefix_supported:
             self._keep_prefixes(result.past_key_values, sessions, prompts, completions, width, new_tokens.shape[1])
         del result
         self.stats["generated_tokens"] += sum(len(c.token_ids) for c in completions)
         self.stats["seconds"] += time.perf_counter() - started
         return completions
+
+    @staticmethod
+    def _renormalise(completion: Completion, choice: ReplyChoices, logits: torch.Tensor, temperature: float) -> None:
+        """Record the allowed set at each token and take its behaviour log-prob over that set."""
+        completion.choices = choice.along(completion.token_ids)
+        for index, (token, allowed) in enumerate(zip(completion.token_ids, completion.choices)):
+            if allowed is not None:
+                completion.logprobs[index] = float(torch.log_softmax(restrict(logits[index], allowed) / temperature, -1)[token])
 
     def _finish(self, tokens: list[int], logprobs: list[float], params: SamplingParams) -> Completion:
         """Cut a padded row after its EOS token or the token that completed a stop string."""

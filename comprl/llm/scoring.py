@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Mapping, Sequence
+
 import torch
 from transformers import PreTrainedModel
+
+from comprl.llm.choice import restrict
 
 
 def token_logprobs(
@@ -12,6 +16,7 @@ def token_logprobs(
     attention_mask: torch.Tensor,
     loss_mask: torch.Tensor,
     temperature: float | torch.Tensor = 1.0,
+    choices: Sequence[Mapping[int, Sequence[int]]] | None = None,
 ) -> torch.Tensor:
     """Log-probs ``log softmax(logits / T)`` of each token given its prefix, on right-padded sequences.
 
@@ -23,6 +28,8 @@ def token_logprobs(
             is one the policy generated (``t >= 1``).
         temperature: the temperature the behaviour log-probs were taken at (> 0; greedy replies are scored at 1,
             see :func:`comprl.llm.engine.logprob_temperature`), one for the batch or a ``[B]`` tensor, one per row.
+        choices: constrained choice (:mod:`comprl.llm.choice`), one mapping per row: position -> the token ids
+            that token was drawn from; its log-prob is normalised over them, as the engine's was.
 
     Returns:
         ``[B, L]`` log-probs aligned with ``input_ids`` (entry ``t`` scores token ``t``).
@@ -44,4 +51,10 @@ def token_logprobs(
     logprobs = torch.log_softmax(logits.float() / temperature.reshape(-1, 1, 1), dim=-1)
     targets = input_ids[:, keep + 1]
     out[:, keep + 1] = logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    column = {int(t) + 1: k for k, t in enumerate(keep.tolist())}
+    for row, row_choices in enumerate(choices or ()):
+        t = temperature.reshape(-1)[row if temperature.numel() > 1 else 0]
+        for position, allowed in row_choices.items():
+            scores = restrict(logits[row, column[position]].float(), allowed) / t
+            out[row, position] = torch.log_softmax(scores, -1)[input_ids[row, position]]
     return out * loss_mask

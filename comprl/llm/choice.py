@@ -1,0 +1,82 @@
+"""Constrained choice: a reply restricted to a closed list of admissible texts (opt-in; comprl's deviation).
+
+The paper's actor writes free text and an unparseable reply is answered by the env as an invalid action. A
+135M model mostly names one action or none (SmolLM2-135M on Room: "north" in 94% of its valid replies), so the
+actor can never sample the moves it would have to learn. With constrained choice each reply token is drawn
+from the model's tempered distribution renormalised over the tokens that keep the reply on one of the
+admissible texts (their canonical tokenisations, held in a token trie):
+
+    pi(t | prefix) = exp(z_t / T) / sum_{a in A(prefix)} exp(z_a / T),   t in A(prefix),
+
+where ``z`` are the model's logits and ``A(prefix)`` the allowed next tokens. The engine reports behaviour
+log-probs under this distribution and the trainers recompute them the same way (:func:`restrict` in both), so
+the importance ratio stays exactly 1 on-policy; a token with one allowed choice has log-prob 0 and no gradient.
+A *free* branch (a tool call's opening tag, the text before a placeholder such as WebShop's
+``search[<your query>]``) constrains the reply up to its end and leaves the rest to the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from transformers import LogitsProcessor
+
+
+def restrict(logits: torch.Tensor, allowed: Sequence[int]) -> torch.Tensor:
+    """``logits`` (last dimension: the vocabulary) with every token outside ``allowed`` set to ``-inf``."""
+    keep = torch.full_like(logits, float("-inf"))
+    index = torch.as_tensor(list(allowed), dtype=torch.long, device=logits.device)
+    return keep.index_copy(-1, index, logits.index_select(-1, index))
+
+
+@dataclass(frozen=True)
+class ReplyChoices:
+    """The admissible replies of one turn as a token trie: which tokens may follow each reply prefix."""
+
+    next_tokens: dict[tuple[int, ...], tuple[int, ...]]
+    """Allowed next tokens after each proper prefix of an admissible reply (or of a free branch)."""
+    free: frozenset[tuple[int, ...]] = frozenset()
+    """Prefixes after which the reply is unconstrained."""
+
+    @classmethod
+    def build(cls, replies: Sequence[Sequence[int]], free: Sequence[Sequence[int]] = ()) -> ReplyChoices:
+        """The trie of ``replies`` (complete replies, as token ids) and ``free`` branches (prefixes, as token ids)."""
+        if not replies and not free:
+            raise ValueError("constrained choice needs at least one admissible reply")
+        children: dict[tuple[int, ...], set[int]] = {}
+        for ids in [*replies, *free]:
+            if not ids:
+                raise ValueError("an admissible reply or free branch tokenised to no tokens")
+            for end in range(len(ids)):
+                children.setdefault(tuple(ids[:end]), set()).add(int(ids[end]))
+        return cls({prefix: tuple(sorted(ids)) for prefix, ids in children.items()}, frozenset(tuple(f) for f in free))
+
+    def allowed(self, generated: Sequence[int]) -> tuple[int, ...] | None:
+        """The tokens allowed after ``generated`` (the reply so far), or None when it is unconstrained: it has
+        entered a free branch, or it is already a complete reply (generation stops there)."""
+        generated = tuple(generated)
+        if any(generated[: len(f)] == f for f in self.free):
+            return None
+        return self.next_tokens.get(generated)
+
+    def along(self, tokens: Sequence[int]) -> list[tuple[int, ...] | None]:
+        """The allowed set at each position of a generated reply (None where it was unconstrained)."""
+        return [self.allowed(tokens[:end]) for end in range(len(tokens))]
+
+
+class ChoiceProcessor(LogitsProcessor):
+    """Masks each row's logits to its :class:`ReplyChoices` (rows with None are left alone) during
+    ``transformers.generate``; ``width`` is the (padded) prompt length, where each row's reply starts."""
+
+    def __init__(self, choices: Sequence[ReplyChoices | None], width: int) -> None:
+        self.choices = list(choices)
+        self.width = width
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        for row, choice in enumerate(self.choices):
+            allowed = None if choice is None else choice.allowed(input_ids[row, self.width :].tolist())
+            if allowed is not None:
+                scores[row] = restrict(scores[row], allowed)
+        return scores

@@ -1,0 +1,97 @@
+"""Constrained choice: replies restricted to the env's admissible actions, with exact log-probs on both sides."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from comprl.envs import make
+from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN
+from comprl.llm import HFEngine, load_model
+from comprl.llm.choice import ReplyChoices, restrict
+from comprl.rollout import RolloutConfig, run_episodes
+from comprl.trainers.actor import ActorConfig, ActorTrainer
+
+ROOM = "comprl/Room-Ultimate-5x5-v0"
+CONSTRAINED = RolloutConfig(max_new_tokens=16, temperature=1.0, constrained_actions=True)
+
+
+def test_the_trie_allows_exactly_the_continuations_of_admissible_replies():
+    choices = ReplyChoices.build([[1, 2, 3], [1, 4], [5]], free=[[6, 7]])
+    assert choices.allowed([]) == (1, 5, 6)
+    assert choices.allowed([1]) == (2, 4)
+    assert choices.allowed([1, 2]) == (3,)
+    assert choices.allowed([1, 2, 3]) is None  # complete: generation has stopped
+    assert choices.allowed([6]) == (7,)
+    assert choices.allowed([6, 7]) is None and choices.allowed([6, 7, 9, 9]) is None  # free after the branch
+    assert choices.along([1, 4]) == [(1, 5, 6), (2, 4)]
+    with pytest.raises(ValueError, match="at least one"):
+        ReplyChoices.build([])
+
+
+def test_restrict_keeps_allowed_logits_and_masks_the_rest():
+    logits = torch.tensor([[0.5, 1.0, -2.0, 3.0]], requires_grad=True)
+    masked = restrict(logits, [1, 2])
+    assert masked[0, 1] == 1.0 and masked[0, 2] == -2.0 and torch.isinf(masked[0, [0, 3]]).all()
+    torch.log_softmax(masked, -1)[0, 1].backward()
+    assert logits.grad[0, [0, 3]].eq(0).all() and logits.grad[0, 1] > 0
+
+
+@pytest.fixture()
+def fresh():
+    model, tokenizer = load_model("tiny-random", seed=1)
+    return model, tokenizer, HFEngine(model, tokenizer)
+
+
+def _constrained(engine, config=CONSTRAINED, n=4, max_turns=3, env_id=ROOM, seed=0):
+    envs = [make(env_id, max_turns=max_turns) for _ in range(n)]
+    torch.manual_seed(seed)
+    return run_episodes(engine, envs, [7] * n, config, groups=[i // 2 for i in range(n)])
+
+
+@pytest.mark.parametrize("prefix", ["", ANSWER_OPEN])
+def test_a_random_model_constrained_to_admissible_replies_never_plays_an_invalid_action(fresh, prefix):
+    _, _, engine = fresh
+    trajectories = _constrained(engine, dataclasses.replace(CONSTRAINED, response_prefix=prefix))
+    words = make(ROOM).unwrapped.action_words
+    replies = [m["content"] for t in trajectories for m in t.messages if m["role"] == "assistant"]
+    assert len(replies) == sum(t.turns for t in trajectories) >= 8 and all(t.invalid_actions == 0 for t in trajectories)
+    assert all(r[: len(ANSWER_OPEN)] == ANSWER_OPEN and r.endswith(ANSWER_CLOSE) for r in replies)
+    assert {r[len(ANSWER_OPEN) : -len(ANSWER_CLOSE)] for r in replies} <= set(words)
+    assert len(set(replies)) > 2  # a random model spreads over the actions
+    for t in trajectories:  # every reply token is recorded with the set it was drawn from, and is in it
+        assert t.choices and all(t.action_mask[p] == 1 and t.token_ids[p] in allowed for p, allowed in t.choices.items())
+
+
+def test_constrained_log_probs_are_renormalised_and_the_trainer_recomputes_them(fresh, assert_logprobs_match_fresh_pass):
+    model, tokenizer, engine = fresh
+    trajectories = _constrained(engine)
+    assert_logprobs_match_fresh_pass(model, tokenizer.pad_token_id, trajectories, 1.0)
+    forced = [t.logprobs[p] for t in trajectories for p, allowed in t.choices.items() if len(allowed) == 1]
+    chosen = [t.logprobs[p] for t in trajectories for p, allowed in t.choices.items() if len(allowed) > 1]
+    assert forced and all(lp == 0.0 for lp in forced)  # "</answer>" after the action: no choice, probability 1
+    # a random model puts ~1/vocab on any one token; renormalised over a handful of actions it is ~1/8
+    assert chosen and min(chosen) > -6.0
+    batch = [dataclasses.replace(t, reward=float(i % 2)) for i, t in enumerate(trajectories)]
+    metrics = ActorTrainer(model, tokenizer.pad_token_id, ActorConfig(learning_rate=1e-3)).step(batch)
+    assert metrics["trained_sequences"] == 4 and metrics["grad_norm"] > 0
+    assert abs(metrics["ratio_mean"] - 1.0) < 1e-4 and metrics["clip_fraction"] == 0.0
+
+
+def test_a_placeholder_action_is_constrained_up_to_its_placeholder_only(fresh):
+    _, tokenizer, engine = fresh
+    (trajectory,) = _constrained(engine, n=1, max_turns=1, env_id="comprl/WebShop-Small-v0")
+    reply = trajectory.messages[2]["content"]
+    assert reply.startswith(f"{ANSWER_OPEN}search[")  # the search page lists search[<your query>]
+    free = [p for p, m in enumerate(trajectory.action_mask) if m == 1 and p not in trajectory.choices]
+    assert free  # the query itself is the model's free text
+
+
+def test_constrained_choice_explains_a_reply_format_it_cannot_write(fresh):
+    _, _, engine = fresh
+    with pytest.raises(ValueError, match="response_prefix='Action: '"):
+        _constrained(engine, dataclasses.replace(CONSTRAINED, response_prefix="Action: "))
+    with pytest.raises(ValueError, match="more than rollout.max_new_tokens=3"):
+        _constrained(engine, dataclasses.replace(CONSTRAINED, max_new_tokens=3))
