@@ -77,6 +77,21 @@ ATTEMPTS: dict[str, dict[str, Any]] = {
     "lit_g8_t6_T1_lr5e-4_c": {"steps": 30, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1,
                               "group_size": 8, "max_turns": 6, "actor.learning_rate": 5e-4,
                               "rollout.temperature": 1.0, "rollout.constrained_actions": True},
+    # t6: held-out 0.12 -> 0.06. Its actor now plays northeast 38%, southwest 33%, south 21% (16 held-out
+    # episodes at T1.0), matching the stairs' direction on 6 of 96 turns: with one instance per step each update
+    # moved the marginal toward whatever won that instance, not toward reading the observation. Four instances
+    # of 4 rollouts per step, so that one update holds wins in several directions, at lr 2e-4 and 5e-4.
+    # (t10 above: 0.12 -> 0.19, level with random 0.19; its actor plays south 49%, northeast 47%, matching the
+    # stairs on 21 of 156 turns.)
+    "lit_i4g4_t6_T1_lr2e-4_c": {"steps": 24, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 4,
+                                "group_size": 4, "max_turns": 6, "actor.learning_rate": 2e-4,
+                                "rollout.temperature": 1.0, "rollout.constrained_actions": True},
+    "lit_i4g4_t6_T1_lr5e-4_c": {"steps": 24, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 4,
+                                "group_size": 4, "max_turns": 6, "actor.learning_rate": 5e-4,
+                                "rollout.temperature": 1.0, "rollout.constrained_actions": True},
+    # lr 5e-4: 0.12 -> 0.00. From step 9 on most groups failed alike (no update on 13 of the last 16 steps); the
+    # actor plays southwest on 88 of 96 turns: with a success in about one group of four, each update is
+    # "repeat what one lucky episode did", and the policy collapsed onto one move.
 }
 """Attempt name -> config overrides of the ``cpu`` profile."""
 
