@@ -92,6 +92,14 @@ ATTEMPTS: dict[str, dict[str, Any]] = {
     # lr 5e-4: 0.12 -> 0.00. From step 9 on most groups failed alike (no update on 13 of the last 16 steps); the
     # actor plays southwest on 88 of 96 turns: with a success in about one group of four, each update is
     # "repeat what one lucky episode did", and the policy collapsed onto one move.
+    # Higher sampling temperatures, so that the rollouts of one instance try more moves and the ones toward the
+    # stairs win within their group (zero-shot at T2.0: north 43%, south 24%, the other six 33%).
+    "lit_i4g4_t6_T1.5_lr2e-4_c": {"steps": 24, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 4,
+                                  "group_size": 4, "max_turns": 6, "actor.learning_rate": 2e-4,
+                                  "rollout.temperature": 1.5, "rollout.constrained_actions": True},
+    "lit_i4g4_t6_T2_lr2e-4_c": {"steps": 24, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 4,
+                                "group_size": 4, "max_turns": 6, "actor.learning_rate": 2e-4,
+                                "rollout.temperature": 2.0, "rollout.constrained_actions": True},
 }
 """Attempt name -> config overrides of the ``cpu`` profile."""
 
