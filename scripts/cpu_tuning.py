@@ -100,6 +100,12 @@ ATTEMPTS: dict[str, dict[str, Any]] = {
     "lit_i4g4_t6_T2_lr2e-4_c": {"steps": 24, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 4,
                                 "group_size": 4, "max_turns": 6, "actor.learning_rate": 2e-4,
                                 "rollout.temperature": 2.0, "rollout.constrained_actions": True},
+    # T1.5: 0.12 -> 0.16, its actor collapsed onto northwest / west (58 of 91 turns at T0.7). T2.0, seed 0: 0.12 ->
+    # 0.25 with random moves at 0.06; its actor spreads over seven moves at T0.7 instead of playing north. It did
+    # not hold: seeds 1 and 2 gave 0.12 -> 0.03 and 0.19 -> 0.16, so over 3 seeds 0.146 -> 0.146 (zero-shot 0.146,
+    # random 0.06). Constrained choice lets every move be tried, but in 24 steps of 16 episodes GRPO moves the
+    # marginal over moves (each update favours whatever won its instances), not the model's reading of where the
+    # stairs are: the trained actors play the stairs' direction about as often as chance.
 }
 """Attempt name -> config overrides of the ``cpu`` profile."""
 
