@@ -19,6 +19,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1] / "results" / "tuning"
 EVAL_EPISODES = 32
 
+def _constrained(steps: int, instances: int, group: int, turns: int, lr: float, temperature: float) -> dict[str, Any]:
+    """An attempt on the lit Room with constrained choice (``rollout.constrained_actions``)."""
+    return {
+        "steps": steps, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": instances, "group_size": group,
+        "max_turns": turns, "actor.learning_rate": lr, "rollout.temperature": temperature,
+        "rollout.constrained_actions": True,
+    }
+
+
 ATTEMPTS: dict[str, dict[str, Any]] = {
     # a larger LoRA learning rate than the profile's 1e-4, for 30 steps of 2 x 4 rollouts at 6 turns
     "lr5e-4": {"steps": 30, "actor.learning_rate": 5e-4},
@@ -71,35 +80,23 @@ ATTEMPTS: dict[str, dict[str, Any]] = {
     # Constrained choice (rollout.constrained_actions): every reply is one of the 8 moves, drawn from the model's
     # distribution renormalised over them. Zero-shot on 32 held-out lit Rooms at 10 turns: success 0.06 at T1.0
     # (north 73%, south 14%, the other six 13%), 0.12 at T0.7 (north 96%): the other moves are now sampled.
-    "lit_g8_t10_T1_lr5e-4_c": {"steps": 24, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1,
-                               "group_size": 8, "max_turns": 10, "actor.learning_rate": 5e-4,
-                               "rollout.temperature": 1.0, "rollout.constrained_actions": True},
-    "lit_g8_t6_T1_lr5e-4_c": {"steps": 30, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1,
-                              "group_size": 8, "max_turns": 6, "actor.learning_rate": 5e-4,
-                              "rollout.temperature": 1.0, "rollout.constrained_actions": True},
+    "lit_g8_t10_T1_lr5e-4_c": _constrained(steps=24, instances=1, group=8, turns=10, lr=5e-4, temperature=1.0),
+    "lit_g8_t6_T1_lr5e-4_c": _constrained(steps=30, instances=1, group=8, turns=6, lr=5e-4, temperature=1.0),
     # t6: held-out 0.12 -> 0.06. Its actor now plays northeast 38%, southwest 33%, south 21% (16 held-out
     # episodes at T1.0), matching the stairs' direction on 6 of 96 turns: with one instance per step each update
     # moved the marginal toward whatever won that instance, not toward reading the observation. Four instances
     # of 4 rollouts per step, so that one update holds wins in several directions, at lr 2e-4 and 5e-4.
     # (t10 above: 0.12 -> 0.19, level with random 0.19; its actor plays south 49%, northeast 47%, matching the
     # stairs on 21 of 156 turns.)
-    "lit_i4g4_t6_T1_lr2e-4_c": {"steps": 24, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 4,
-                                "group_size": 4, "max_turns": 6, "actor.learning_rate": 2e-4,
-                                "rollout.temperature": 1.0, "rollout.constrained_actions": True},
-    "lit_i4g4_t6_T1_lr5e-4_c": {"steps": 24, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 4,
-                                "group_size": 4, "max_turns": 6, "actor.learning_rate": 5e-4,
-                                "rollout.temperature": 1.0, "rollout.constrained_actions": True},
+    "lit_i4g4_t6_T1_lr2e-4_c": _constrained(steps=24, instances=4, group=4, turns=6, lr=2e-4, temperature=1.0),
+    "lit_i4g4_t6_T1_lr5e-4_c": _constrained(steps=24, instances=4, group=4, turns=6, lr=5e-4, temperature=1.0),
     # lr 5e-4: 0.12 -> 0.00. From step 9 on most groups failed alike (no update on 13 of the last 16 steps); the
     # actor plays southwest on 88 of 96 turns: with a success in about one group of four, each update is
     # "repeat what one lucky episode did", and the policy collapsed onto one move.
     # Higher sampling temperatures, so that the rollouts of one instance try more moves and the ones toward the
     # stairs win within their group (zero-shot at T2.0: north 43%, south 24%, the other six 33%).
-    "lit_i4g4_t6_T1.5_lr2e-4_c": {"steps": 24, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 4,
-                                  "group_size": 4, "max_turns": 6, "actor.learning_rate": 2e-4,
-                                  "rollout.temperature": 1.5, "rollout.constrained_actions": True},
-    "lit_i4g4_t6_T2_lr2e-4_c": {"steps": 24, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 4,
-                                "group_size": 4, "max_turns": 6, "actor.learning_rate": 2e-4,
-                                "rollout.temperature": 2.0, "rollout.constrained_actions": True},
+    "lit_i4g4_t6_T1.5_lr2e-4_c": _constrained(steps=24, instances=4, group=4, turns=6, lr=2e-4, temperature=1.5),
+    "lit_i4g4_t6_T2_lr2e-4_c": _constrained(steps=24, instances=4, group=4, turns=6, lr=2e-4, temperature=2.0),
     # T1.5: 0.12 -> 0.16, its actor collapsed onto northwest / west (58 of 91 turns at T0.7). T2.0, seed 0: 0.12 ->
     # 0.25 with random moves at 0.06; its actor spreads over seven moves at T0.7 instead of playing north. It did
     # not hold: seeds 1 and 2 gave 0.12 -> 0.03 and 0.19 -> 0.16, so over 3 seeds 0.146 -> 0.146 (zero-shot 0.146,
