@@ -19,10 +19,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1] / "results" / "tuning"
 EVAL_EPISODES = 32
 
-def _constrained(steps: int, instances: int, group: int, turns: int, lr: float, temperature: float) -> dict[str, Any]:
-    """An attempt on the lit Room with constrained choice (``rollout.constrained_actions``)."""
+def _constrained(
+    steps: int, instances: int, group: int, turns: int, lr: float, temperature: float, env: str = "Room-Random-5x5-v0"
+) -> dict[str, Any]:
+    """An attempt with constrained choice (``rollout.constrained_actions``), by default on the lit Room."""
     return {
-        "steps": steps, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": instances, "group_size": group,
+        "steps": steps, "env_id": f"comprl/{env}", "batch_instances": instances, "group_size": group,
         "max_turns": turns, "actor.learning_rate": lr, "rollout.temperature": temperature,
         "rollout.constrained_actions": True,
     }
@@ -103,6 +105,12 @@ ATTEMPTS: dict[str, dict[str, Any]] = {
     # random 0.06). Constrained choice lets every move be tried, but in 24 steps of 16 episodes GRPO moves the
     # marginal over moves (each update favours whatever won its instances), not the model's reading of where the
     # stairs are: the trained actors play the stairs' direction about as often as chance.
+    # Next, in the background with resume: does a 4x longer run start reading the observation? And the paper's
+    # dark Room, where what pays is less tied to the observation (explore, do not walk into walls).
+    "lit_i4g4_t6_T2_lr2e-4_c_s96": _constrained(steps=96, instances=4, group=4, turns=6, lr=2e-4, temperature=2.0),
+    "dark_i4g4_t10_T2_lr2e-4_c": _constrained(
+        steps=48, instances=4, group=4, turns=10, lr=2e-4, temperature=2.0, env="Room-Ultimate-5x5-v0"
+    ),
 }
 """Attempt name -> config overrides of the ``cpu`` profile."""
 
