@@ -2,6 +2,7 @@
 
     python scripts/cpu_tuning.py run lr5e-4 --seed 0 --cores 1      # one attempt (resumes if it was killed)
     python scripts/cpu_tuning.py table                               # every attempt so far, one row per run
+    python scripts/cpu_tuning.py moves results/tuning/<run> [--untrained]   # what its actor plays, and why
 
 Each attempt is a ``baseline`` (GRPO alone) run of the ``cpu`` profile with the overrides below, evaluated on 32
 held-out episodes before (zero-shot) and after training, in ``results/tuning/<attempt>_seed<seed>``. The table
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +163,50 @@ def table() -> None:
         print(pd.DataFrame(rows).round(3).to_string(index=False))
 
 
+STAIRS = re.compile(r"stairs down (?:adjacent|very near|near|very far|far) ([a-z-]+)")
+"""The line of a MiniHack observation that says where the stairs are, e.g. "stairs down near south-southeast"."""
+
+
+def moves(run_dir: str, episodes: int, temperature: float, untrained: bool) -> None:
+    """The moves a run's trained actor (or, ``untrained``, its base model) plays on held-out episodes, and on how
+    many turns with the stairs in view the move heads their way (one of the compass words of their direction)."""
+    import dataclasses
+    from collections import Counter
+
+    import torch
+
+    from comprl import Run
+    from comprl.envs import make
+    from comprl.envs.base import EVAL_SEED_OFFSET
+    from comprl.llm import HFEngine, load_model, resolve_dtype
+    from comprl.rollout import run_episodes, summarize
+    from comprl.trainers.loop import trained_actor
+
+    if untrained:
+        config = Run(Path(run_dir)).config()
+        engine = HFEngine(*load_model(config.model, dtype=resolve_dtype(config.dtype, "cpu")))
+    else:
+        engine, config = trained_actor(run_dir)
+    envs = [make(config.env_id, max_turns=config.max_turns) for _ in range(episodes)]
+    torch.manual_seed(0)
+    rollout = dataclasses.replace(config.rollout, temperature=temperature)
+    trajectories = run_episodes(engine, envs, [EVAL_SEED_OFFSET + i for i in range(episodes)], rollout)
+    played: Counter[str | None] = Counter()
+    toward = in_view = 0
+    for trajectory in trajectories:
+        for observation, reply in zip(trajectory.messages[1::2], trajectory.messages[2::2]):
+            move = envs[0].unwrapped.parse_action(reply["content"])
+            played[move] += 1
+            stairs = STAIRS.search(observation["content"])
+            if stairs is not None and move is not None:
+                in_view += 1
+                toward += move in stairs.group(1).split("-")
+    total = sum(played.values())
+    print(f"success {summarize(trajectories)['success_rate']:.3f} over {episodes} held-out episodes at T{temperature}")
+    print("moves: " + ", ".join(f"{move} {n / total:.0%}" for move, n in played.most_common()))
+    print(f"toward the stairs on {toward} of {in_view} turns with them in view")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -169,9 +215,16 @@ def main() -> None:
     go.add_argument("--seed", type=int, default=0)
     go.add_argument("--cores", type=int, nargs="+", default=None, help="pin to these cores (and as many torch threads)")
     sub.add_parser("table")
+    look = sub.add_parser("moves")
+    look.add_argument("run_dir")
+    look.add_argument("--episodes", type=int, default=16)
+    look.add_argument("--temperature", type=float, default=0.7)
+    look.add_argument("--untrained", action="store_true", help="the run's base model instead of its trained actor")
     args = parser.parse_args()
     if args.command == "run":
         run(args.attempt, args.seed, args.cores)
+    elif args.command == "moves":
+        moves(args.run_dir, args.episodes, args.temperature, args.untrained)
     else:
         table()
 
