@@ -9,7 +9,7 @@ admissible texts (their canonical tokenisations, held in a token trie):
     pi(t | prefix) = exp(z_t / T) / sum_{a in A(prefix)} exp(z_a / T),   t in A(prefix),
 
 where ``z`` are the model's logits and ``A(prefix)`` the allowed next tokens. The engine reports behaviour
-log-probs under this distribution and the trainers recompute them the same way (:func:`restrict` in both), so
+log-probs under this distribution and the trainers recompute them the same way (:func:`choice_logprob` in both), so
 the importance ratio stays exactly 1 on-policy; a token with one allowed choice has log-prob 0 and no gradient.
 A *free* branch (a tool call's opening tag, the text before a placeholder such as WebShop's
 ``search[<your query>]``) constrains the reply up to its end and leaves the rest to the model.
@@ -29,6 +29,12 @@ def restrict(logits: torch.Tensor, allowed: Sequence[int]) -> torch.Tensor:
     keep = torch.full_like(logits, float("-inf"))
     index = torch.as_tensor(list(allowed), dtype=torch.long, device=logits.device)
     return keep.index_copy(-1, index, logits.index_select(-1, index))
+
+
+def choice_logprob(logits: torch.Tensor, allowed: Sequence[int], token: int, temperature: float | torch.Tensor) -> torch.Tensor:
+    """Log-prob of ``token`` under ``softmax(logits / T)`` renormalised over ``allowed`` (``logits``: one position's
+    vocabulary row): the behaviour log-prob the engine reports and the one the trainers recompute."""
+    return torch.log_softmax(restrict(logits.float(), allowed) / temperature, -1)[token]
 
 
 @dataclass(frozen=True)

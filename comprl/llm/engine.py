@@ -30,7 +30,7 @@ from transformers import (
 )
 from transformers.cache_utils import DynamicLayer
 
-from comprl.llm.choice import ChoiceProcessor, ReplyChoices, restrict
+from comprl.llm.choice import ChoiceProcessor, ReplyChoices, choice_logprob
 
 logger = logging.getLogger(__name__)
 
@@ -389,7 +389,7 @@ class HFEngine:
         completion.choices = choice.along(completion.token_ids)
         for index, (token, allowed) in enumerate(zip(completion.token_ids, completion.choices)):
             if allowed is not None:
-                completion.logprobs[index] = float(torch.log_softmax(restrict(logits[index], allowed) / temperature, -1)[token])
+                completion.logprobs[index] = float(choice_logprob(logits[index], allowed, token, temperature))
 
     def _finish(self, tokens: list[int], logprobs: list[float], params: SamplingParams) -> Completion:
         """Cut a padded row after its EOS token or the token that completed a stop string."""

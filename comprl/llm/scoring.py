@@ -7,7 +7,7 @@ from typing import Mapping, Sequence
 import torch
 from transformers import PreTrainedModel
 
-from comprl.llm.choice import restrict
+from comprl.llm.choice import choice_logprob
 
 
 def token_logprobs(
@@ -51,10 +51,11 @@ def token_logprobs(
     logprobs = torch.log_softmax(logits.float() / temperature.reshape(-1, 1, 1), dim=-1)
     targets = input_ids[:, keep + 1]
     out[:, keep + 1] = logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    column = {int(t) + 1: k for k, t in enumerate(keep.tolist())}
+    column = {int(t) + 1: k for k, t in enumerate(keep.tolist())}  # scored position -> its index in `keep`
+    row_temperatures = temperature.reshape(-1).expand(input_ids.shape[0])
     for row, row_choices in enumerate(choices or ()):
-        t = temperature.reshape(-1)[row if temperature.numel() > 1 else 0]
         for position, allowed in row_choices.items():
-            scores = restrict(logits[row, column[position]].float(), allowed) / t
-            out[row, position] = torch.log_softmax(scores, -1)[input_ids[row, position]]
+            out[row, position] = choice_logprob(
+                logits[row, column[position]], allowed, input_ids[row, position], row_temperatures[row]
+            )
     return out * loss_mask
