@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from comprl.envs import ENV_IDS
+from comprl.envs.mixture import MIXTURES, TaskMixture, task_name
 from comprl.llm.engine import SamplingParams
 from comprl.llm.loading import DTYPES
 from comprl.objectives import AGGREGATIONS
@@ -347,6 +348,18 @@ class ExperimentConfig:
     of one rollout always has advantage 0). Paper: 8."""
     max_turns: int = 30
     """Turn cap per episode. Paper: 30 (ALFWorld single-task: 40)."""
+    tasks: tuple[str, ...] = ()
+    """Env ids of a multi-task run, trained together with one actor, one extractor and one bank (its entries
+    and searches filtered by task). Empty: the single task ``env_id``. :func:`make_config` also takes a preset
+    name of :data:`comprl.envs.mixture.MIXTURES` (paper: ``"3-task"``, ``"6-task"``)."""
+    task_batch: dict[str, int] = field(default_factory=dict)
+    """Task instances per step for some of the tasks; the others get ``batch_instances``. Paper multi-task: 16
+    instances x 8 rollouts = 128 rollouts per task."""
+    task_turns: dict[str, int] = field(default_factory=dict)
+    """Turn caps for some of the tasks; the others get ``max_turns`` (paper multi-task: 30 for every task)."""
+    env_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Constructor keywords per env id, e.g. ``{"comprl/Room-Random-5x5-v0": {"view": "brief"}}`` (comprl's;
+    the paper plays every env with its defaults)."""
     eval_episodes: int = 32
     """Held-out episodes evaluated before and after training (0 = no evaluation)."""
     eval_temperature: float = 1.0
@@ -386,6 +399,15 @@ class ExperimentConfig:
                 raise ValueError(f"{name}={value!r}: expected a non-negative integer (>= 1 for counts of things)")
         if self.env_id not in ENV_IDS:
             raise ValueError(f"unknown env id {self.env_id!r}; accepted: {', '.join(ENV_IDS)}")
+        if len(set(self.tasks)) != len(self.tasks):
+            raise ValueError(f"tasks={self.tasks!r} names an env id twice")
+        stray = sorted((set(self.task_batch) | set(self.task_turns)) - set(self.task_ids))
+        if stray:
+            raise ValueError(f"task_batch / task_turns name env ids that are not trained on: {stray}; tasks: {self.task_ids}")
+        for env_id in self.env_options:
+            if env_id not in ENV_IDS:
+                raise ValueError(f"env_options: unknown env id {env_id!r}; accepted: {', '.join(ENV_IDS)}")
+        self.mixture()  # checks the env ids and the per-task counts
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype={self.dtype!r}; accepted: {', '.join(DTYPES)}")
         if self.device not in ("auto", "cpu", "cuda"):
@@ -408,6 +430,7 @@ class ExperimentConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ExperimentConfig":
         data = dict(data)
+        data["tasks"] = tuple(data.get("tasks", ()))
         data["rollout"] = RolloutConfig(**{**data.get("rollout", {}), "stop": tuple(data.get("rollout", {}).get("stop", ("</answer>",)))})
         # runs recorded before rollout.temperature became the actor's one temperature also wrote actor.temperature
         data["actor"] = ActorConfig(**{k: v for k, v in data.get("actor", {}).items() if k != "temperature"})
@@ -416,6 +439,24 @@ class ExperimentConfig:
         experience = data.get("experience", {})
         data["experience"] = ExperienceConfig(**{**experience, "manager_cores": tuple(experience.get("manager_cores", ()))})
         return cls(**data)
+
+    @property
+    def task_ids(self) -> tuple[str, ...]:
+        """The env ids trained on: ``tasks``, or ``env_id`` alone."""
+        return tuple(self.tasks) or (self.env_id,)
+
+    @property
+    def task(self) -> str:
+        """What the run trains on, in a word: the env id, or the tasks' short names joined by "+"."""
+        return "+".join(task_name(env_id) for env_id in self.tasks) if self.tasks else self.env_id
+
+    def mixture(self) -> TaskMixture:
+        """The tasks as the loop plays them: instances per step, turn caps and env options per task."""
+        return TaskMixture(
+            {env_id: self.task_batch.get(env_id, self.batch_instances) for env_id in self.task_ids},
+            {env_id: self.task_turns.get(env_id, self.max_turns) for env_id in self.task_ids},
+            {env_id: options for env_id, options in self.env_options.items() if env_id in self.task_ids},
+        )
 
     @property
     def uses_experience(self) -> bool:
@@ -522,6 +563,12 @@ def make_config(profile: str = "smoke", **overrides: Any) -> ExperimentConfig:
             raise ValueError(f"unknown config field {key!r}; accepted: {', '.join(fields)} (nested as {'.X / '.join(NESTED)}.X)")
         if sub:
             nested.setdefault(head, {})[sub] = value
+        elif key == "tasks" and isinstance(value, str):
+            if value not in MIXTURES:
+                raise ValueError(f"tasks={value!r}: accepted a preset ({', '.join(MIXTURES)}) or a list of env ids")
+            top[key] = MIXTURES[value]
+        elif key == "tasks":
+            top[key] = tuple(value)
         else:
             top[key] = value
     for head, values in nested.items():

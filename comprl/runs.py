@@ -41,7 +41,7 @@ class Run:
         ``resume`` kept as it is, after checking that it holds a run of the same config.
         """
         if name is None:
-            env = config.env_id.split("/")[-1]
+            env = config.task.split("/")[-1]
             stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
             name = f"{config.method}_{env}_seed{config.seed}_{stamp}"
         run = cls(Path(root) / name)
@@ -152,7 +152,7 @@ def load_metrics(runs: Iterable[Run | str | Path]) -> pd.DataFrame:
         df = run.metrics()
         df.insert(0, "run", run.path.name)
         df.insert(1, "method", config.method)
-        df.insert(2, "env_id", config.env_id)
+        df.insert(2, "env_id", config.task)
         df.insert(3, "seed", config.seed)
         frames.append(df)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -1,13 +1,21 @@
-"""Task mixtures: the paper's presets hold the right envs, and every step's instances are reproducible."""
+"""Task mixtures: the paper's presets hold the right envs, every step's instances are reproducible, and the
+experiment loop trains one actor, one extractor and one bank on several tasks at once."""
 
 from __future__ import annotations
 
 from collections import Counter
 
+import duckdb
 import pytest
 
+from comprl import make_config, run_experiment
 from comprl.envs import ENV_IDS, make
-from comprl.envs.mixture import MIXTURES, TaskMixture, preset
+from comprl.envs.mixture import MIXTURES, TASK_NAMES, TaskMixture, preset
+from comprl.experience.bank import NewEntry, Write
+from comprl.experience.manager import ExperienceManager
+from comprl.trainers.loop import _rollout_seeds, _search_by_task
+
+ROOM, WEBSHOP, ALFWORLD = MIXTURES["3-task"]
 
 
 def test_presets_produce_the_papers_task_mix():
@@ -39,3 +47,55 @@ def test_bad_mixtures_are_rejected_with_the_bad_value(batch, match):
         TaskMixture(batch)
     with pytest.raises(ValueError, match="unknown mixture"):
         preset("9-task")
+
+
+def test_a_single_task_run_is_the_mixture_of_its_one_task():
+    config = make_config("smoke", batch_instances=3, group_size=4, max_turns=5)
+    assert config.mixture() == TaskMixture({config.env_id: 3}, {config.env_id: 5})
+    seeds = _rollout_seeds(config, step=2)
+    assert len(seeds) == 12 and len(set(seeds)) == 3 and seeds[:4] == [seeds[0]] * 4  # a group shares its instance
+    assert set(TASK_NAMES) == set(ENV_IDS) and len(set(TASK_NAMES.values())) == len(ENV_IDS)
+
+
+def test_multi_task_configs_take_presets_and_per_task_sizes_and_reject_strays():
+    config = make_config("smoke", tasks="3-task", task_batch={WEBSHOP: 2}, task_turns={ALFWORLD: 7})
+    mixture = config.mixture()
+    assert mixture.batch == {ROOM: 1, WEBSHOP: 2, ALFWORLD: 1} and mixture.turns(ALFWORLD) == 7 and mixture.turns(ROOM) == 3
+    assert config.task == "room+webshop+alfworld"
+    assert [env.unwrapped.max_turns for env in mixture.make_envs(ALFWORLD, 1)] == [7]
+    with pytest.raises(ValueError, match="not trained on"):
+        make_config("smoke", task_batch={WEBSHOP: 2})
+    with pytest.raises(ValueError, match="accepted a preset"):
+        make_config("smoke", tasks="4-task")
+    with pytest.raises(ValueError, match="unknown env id"):
+        make_config("smoke", tasks=[ROOM, "comprl/Nope-v0"])
+
+
+def test_each_guided_query_is_answered_from_its_own_tasks_entries(tmp_path):
+    manager = ExperienceManager(make_config("smoke", method="comp_rl", **{"experience.warmup": 0}), tmp_path / "bank.duckdb")
+    try:
+        for task in (ROOM, WEBSHOP, ALFWORLD):
+            manager.bank.apply([Write("add", entry=NewEntry(f"{task} lesson", "a lesson"))], step=0, task=task)
+        tasks = [WEBSHOP, ROOM, ALFWORLD, ROOM, WEBSHOP]
+        found = _search_by_task(manager.search, [f"query {i}" for i in range(5)], tasks=tasks, seeds=[1, 2, 3, 4, 5])
+        assert [entry.task for entry in found] == tasks
+    finally:
+        manager.close()
+
+
+def test_the_loop_trains_one_actor_and_one_bank_on_three_tasks(tmp_path):
+    config = make_config(
+        "smoke", method="comp_rl", tasks="3-task", task_turns={WEBSHOP: 4}, eval_episodes=2, **{"experience.warmup": 0}
+    )
+    run = run_experiment(config, tmp_path, name="three", progress=False)
+    metrics = run.metrics()
+    train, evals = metrics[metrics.phase == "train"], metrics[metrics.phase == "eval"]
+    assert list(train.episodes) == [12.0, 12.0]  # one instance of each task, rolled out 4 times
+    for name in ("room", "webshop", "alfworld"):
+        assert list(train[f"{name}_episodes"]) == [4.0, 4.0] and list(evals[f"{name}_episodes"]) == [2.0, 2.0]
+        assert evals[f"guided_{name}_success_rate"].notna().all()  # evaluated with experience too, task by task
+    assert list(train.webshop_mean_episode_length) == [4.0, 4.0]  # WebShop's own turn cap
+    assert (train.alfworld_mean_return < 0).all()  # ALFWorld's -1 for a failure, alone in its column
+    with duckdb.connect(str(run.bank_path), read_only=True) as con:
+        written = {task for (task,) in con.execute("SELECT DISTINCT task FROM entries").fetchall()}
+    assert written == {ROOM, WEBSHOP, ALFWORLD}  # one bank, distilled into task by task

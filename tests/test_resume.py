@@ -14,6 +14,7 @@ from conftest import make_rewarding_even_replies
 from comprl import checkpoint
 from comprl.config import make_config
 from comprl.runs import Run
+from comprl.envs import mixture
 from comprl.trainers import loop
 
 TIMING = ("seconds", "per_second", "_ms_")
@@ -22,7 +23,7 @@ TIMING = ("seconds", "per_second", "_ms_")
 def run_experiment(*args, **kwargs) -> Run:
     """A run on Room whose replies of even length earn 1, so that the actor's updates are not all zero."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(loop, "make", make_rewarding_even_replies)
+        patch.setattr(mixture, "make", make_rewarding_even_replies)
         return loop.run_experiment(*args, **kwargs)
 
 

@@ -16,6 +16,7 @@ from comprl.config import make_config
 from comprl.envs import make
 from comprl.llm import HFEngine, load_model
 from comprl.rollout import EXPERIENCE_HEADING, RolloutConfig, run_episodes, summarize, system_prompt
+from comprl.envs import mixture
 from comprl.trainers import loop
 from comprl.trainers.actor import ActorConfig, ActorTrainer
 
@@ -203,7 +204,7 @@ def test_greedy_rollouts_are_scored_at_temperature_one(fresh, assert_logprobs_ma
 
 
 def test_a_smoke_comp_rl_step_takes_an_actor_gradient(tmp_path, monkeypatch):
-    monkeypatch.setattr(loop, "make", make_rewarding_even_replies)
+    monkeypatch.setattr(mixture, "make", make_rewarding_even_replies)
     rows = []
     config = make_config("smoke", method="comp_rl", steps=1, eval_episodes=0)
     loop.run_experiment(config, tmp_path, name="smoke", progress=False, callback=lambda step, m, phase: rows.append(m))

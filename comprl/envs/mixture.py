@@ -1,8 +1,10 @@
-"""Task mixtures: one training batch drawn from several environments, with a batch size per task.
+"""Task mixtures: one training batch drawn from several environments, with a batch size and a turn cap per task.
 
 The paper trains one actor on several tasks at once (total batch 384 = 128 per task in its 3-task setting). A
-:class:`TaskMixture` says how many task instances each environment contributes per step and draws their seeds
-deterministically from (seed, step), so a multi-task step is reproducible like a single-task one.
+:class:`TaskMixture` says how many task instances each environment contributes per step, how many turns its
+episodes get and how its envs are built, and draws the instances' seeds deterministically from (seed, step), so a
+multi-task step is reproducible like a single-task one. The experiment loop runs every experiment as a mixture; a
+single-task run is the mixture of one task.
 
 Presets (:data:`MIXTURES`), from PAPER.md "Environments":
 
@@ -12,14 +14,27 @@ Presets (:data:`MIXTURES`), from PAPER.md "Environments":
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
+import gymnasium
 import numpy as np
 
-from comprl.envs import ENV_IDS
-from comprl.envs.base import EVAL_SEED_OFFSET
+from comprl.envs import ENV_IDS, make
+from comprl.envs.base import DEFAULT_MAX_TURNS, EVAL_SEED_OFFSET
 
+TASK_NAMES: Mapping[str, str] = {
+    "comprl/Room-Ultimate-5x5-v0": "room",
+    "comprl/Room-Random-5x5-v0": "room_lit",
+    "comprl/MazeWalk-9x9-v0": "maze",
+    "comprl/KeyRoom-Dark-S5-v0": "keyroom",
+    "comprl/River-Narrow-v0": "river",
+    "comprl/WebShop-Small-v0": "webshop",
+    "comprl/Sokoban-6x6-2box-v0": "sokoban",
+    "comprl/ALFWorld-v0": "alfworld",
+    "comprl/SWE-Lite-v0": "swe",
+}
+"""A short name per env id (the paper's table columns, lower case): the prefix of a task's metric names."""
 
 
 @dataclass(frozen=True)
@@ -36,15 +51,24 @@ class TaskMixture:
 
     batch: Mapping[str, int]
     """Instances per step for each env id (each is then rolled out ``group_size`` times)."""
+    max_turns: Mapping[str, int] = field(default_factory=dict)
+    """Turn cap per env id; an env id not named here gets ``DEFAULT_MAX_TURNS`` (30, the paper's)."""
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Further constructor keywords per env id (e.g. MiniHack's ``view``)."""
 
     def __post_init__(self) -> None:
         if not self.batch:
             raise ValueError("a TaskMixture needs at least one env id")
-        for env_id, n in self.batch.items():
+        for env_id in (*self.batch, *self.max_turns, *self.options):
             if env_id not in ENV_IDS:
                 raise ValueError(f"unknown env id {env_id!r} in mixture; accepted: {', '.join(ENV_IDS)}")
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ValueError(f"batch size {n!r} for {env_id}: expected an integer >= 1")
+        for what, counts in (("batch size", self.batch), ("turn cap", self.max_turns)):
+            for env_id, n in counts.items():
+                if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                    raise ValueError(f"{what} {n!r} for {env_id}: expected an integer >= 1")
+            stray = set(counts) - set(self.batch)
+            if stray:
+                raise ValueError(f"{what} given for env ids not in the mixture: {sorted(stray)}")
 
     @property
     def env_ids(self) -> tuple[str, ...]:
@@ -56,12 +80,25 @@ class TaskMixture:
         return sum(self.batch.values())
 
     def instances(self, seed: int, step: int) -> list[Instance]:
-        """The step's instances, env by env in mixture order, with seeds derived from (seed, step, env index)."""
-        out = []
-        for index, (env_id, n) in enumerate(self.batch.items()):
-            rng = np.random.default_rng([seed, step, index])
-            out += [Instance(env_id, int(s)) for s in rng.integers(0, EVAL_SEED_OFFSET, size=n)]
-        return out
+        """The step's instances, env by env in mixture order, their env seeds drawn from one stream seeded with
+        (seed, step) (below ``EVAL_SEED_OFFSET``: training seeds never meet the held-out ones)."""
+        seeds = iter(np.random.default_rng([seed, step]).integers(0, EVAL_SEED_OFFSET, size=self.size))
+        return [Instance(env_id, int(next(seeds))) for env_id, n in self.batch.items() for _ in range(n)]
+
+    def turns(self, env_id: str) -> int:
+        """The turn cap of `env_id`'s episodes."""
+        return self.max_turns.get(env_id, DEFAULT_MAX_TURNS)
+
+    def make_envs(self, env_id: str, n: int) -> list[gymnasium.Env]:
+        """``n`` envs of `env_id` with its turn cap and options."""
+        return [make(env_id, max_turns=self.turns(env_id), **self.options.get(env_id, {})) for _ in range(n)]
+
+
+def task_name(env_id: str) -> str:
+    """The short name of an env id (:data:`TASK_NAMES`), an identifier usable in metric names."""
+    if env_id not in TASK_NAMES:
+        raise ValueError(f"unknown env id {env_id!r}; accepted: {', '.join(TASK_NAMES)}")
+    return TASK_NAMES[env_id]
 
 
 def preset(name: str, per_task: int = 128) -> TaskMixture:

@@ -13,15 +13,16 @@ import random
 import shutil
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
+import gymnasium
 import numpy as np
 import torch
 
 from comprl import checkpoint, console
 from comprl.config import TRAINS_ACTOR, ExperimentConfig
-from comprl.envs import make
 from comprl.envs.base import EVAL_SEED_OFFSET  # evaluation plays seeds EVAL_SEED_OFFSET + i
+from comprl.envs.mixture import task_name
 from comprl.experience.episode import Outcome
 from comprl.experience.manager import Manager, connect
 from comprl.llm import HFEngine, load_model, resolve_dtype
@@ -50,33 +51,50 @@ def resolve_device(config: ExperimentConfig) -> torch.device:
     return torch.device(config.device)
 
 
-def training_seeds(config: ExperimentConfig, step: int) -> list[int]:
-    """Env seeds of the task instances of one step, derived from (config.seed, step) alone."""
-    rng = np.random.default_rng([config.seed, step])
-    return [int(s) for s in rng.integers(0, EVAL_SEED_OFFSET, size=config.batch_instances)]
+def make_envs(config: ExperimentConfig) -> dict[str, list[gymnasium.Env]]:
+    """The envs of every task of the run, one per rollout of a step (each with its task's turn cap and options)."""
+    mixture = config.mixture()
+    return {env_id: mixture.make_envs(env_id, n * config.group_size) for env_id, n in mixture.batch.items()}
+
+
+def task_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """Episode metrics over all trajectories, and, when they come from several tasks, per task under the task's
+    short name (``webshop_success_rate``; :data:`comprl.envs.mixture.TASK_NAMES`)."""
+    metrics = summarize(trajectories)
+    tasks = dict.fromkeys(t.env_id for t in trajectories)
+    if len(tasks) > 1:
+        for env_id in tasks:
+            own = summarize([t for t in trajectories if t.env_id == env_id])
+            metrics.update({f"{task_name(env_id)}_{key}": value for key, value in own.items()})
+    return metrics
 
 
 def evaluate(
-    engine: HFEngine, envs: Sequence, config: ExperimentConfig, search: Search | None = None, progress: bool = False
+    engine: HFEngine, envs: Mapping[str, Sequence[gymnasium.Env]], config: ExperimentConfig,
+    search: Search | None = None, progress: bool = False,
 ) -> dict[str, float]:
-    """Success and episode statistics on the held-out evaluation seeds; every episode guided when ``search`` is
-    given (called with each chunk's queries and seeds; evaluation searches do not record retrievals, so what an
-    episode is shown does not depend on how the episodes are chunked)."""
+    """Success and episode statistics on each task's held-out seeds (``eval_episodes`` per task), overall and per
+    task (:func:`task_metrics`); every episode guided when ``search`` is given (called with a task's queries, the
+    task and their seeds; evaluation searches do not record retrievals, so what an episode is shown does not depend
+    on how the episodes are chunked)."""
     rollout = dataclasses.replace(config.rollout, temperature=config.eval_temperature)
     trajectories: list[Trajectory] = []
     seeds = [EVAL_SEED_OFFSET + i for i in range(config.eval_episodes)]
-    for start in range(0, len(seeds), len(envs)):
-        chunk = seeds[start : start + len(envs)]
-        retrieve = None if search is None else functools.partial(search, seeds=chunk)
-        guided = [search is not None] * len(chunk)
-        trajectories += run_episodes(engine, envs[: len(chunk)], chunk, rollout, guided=guided, retrieve=retrieve, progress=progress)
-    return summarize(trajectories)
+    for task, task_envs in envs.items():
+        for start in range(0, len(seeds), len(task_envs)):
+            chunk = seeds[start : start + len(task_envs)]
+            retrieve = None if search is None else functools.partial(search, task=task, seeds=chunk)
+            guided = [search is not None] * len(chunk)
+            trajectories += run_episodes(
+                engine, task_envs[: len(chunk)], chunk, rollout, guided=guided, retrieve=retrieve, progress=progress
+            )
+    return task_metrics(trajectories)
 
 
 def split_halves(config: ExperimentConfig) -> list[bool]:
     """Which rollouts of a step are experience-guided: the first K/2 of every group (none for ``baseline``)."""
     half = config.group_size // 2 if config.uses_experience else 0
-    return [k < half for _ in range(config.batch_instances) for k in range(config.group_size)]
+    return [k < half for _ in range(config.mixture().size) for k in range(config.group_size)]
 
 
 def distill_choice(config: ExperimentConfig, step: int, n: int) -> list[int]:
@@ -88,7 +106,7 @@ def distill_choice(config: ExperimentConfig, step: int, n: int) -> list[int]:
 
 
 Search = Callable[..., Sequence]
-"""``manager.search`` with its task bound: (queries, seeds=...) -> one entry or None per query."""
+"""``manager.search``: (queries, task=..., seeds=...) -> one entry or None per query."""
 
 MetricsCallback = Callable[[int, dict[str, float], str], None]
 """Called with (step, metrics, phase) after every logged row, e.g. ``comprl.widgets.LiveTrainingPlot.callback``."""
@@ -131,7 +149,10 @@ def run_experiment(
     random.seed(config.seed)
     np.random.seed(config.seed)
     torch.manual_seed(config.seed)
-    envs = [make(config.env_id, max_turns=config.max_turns) for _ in range(config.batch_instances * config.group_size)]
+    mixture = config.mixture()
+    envs_by_task = make_envs(config)
+    envs = [env for task_envs in envs_by_task.values() for env in task_envs]  # rollout order: instance by instance
+    tasks = [instance.env_id for instance in mixture.instances(config.seed, 1) for _ in range(config.group_size)]
 
     def record(step: int, phase: str, metrics: dict[str, float]) -> None:
         run.log(step, phase, metrics)
@@ -144,7 +165,6 @@ def run_experiment(
     actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor) if TRAINS_ACTOR[config.method] else None
     engine = HFEngine(actor.model if actor else model, tokenizer)
     manager = _experience_manager(config, run, device, resumed) if config.uses_experience else None
-    task = config.env_id
     try:
         if resumed is not None:
             state = resumed.state()
@@ -154,14 +174,15 @@ def run_experiment(
             checkpoint.set_rng_state(state["rng"])
             say.info("resumed after step %d (%s)", resumed.step, run.path)
         elif config.eval_episodes:
-            _log_eval(record, say, 0, engine, envs, config, manager)
+            _log_eval(record, say, 0, engine, envs_by_task, config, manager)
         guided = split_halves(config)
-        groups = [g for g in range(config.batch_instances) for _ in range(config.group_size)]
+        groups = [g for g in range(mixture.size) for _ in range(config.group_size)]
+        guided_tasks = [task for task, g in zip(tasks, guided) if g]
         prefetching = manager is not None and config.experience.mode == "async" and config.experience.prefetch
         prefetched: _Prefetch | None = None
         first = resumed.step + 1 if resumed else 1
         bar = console.progress(
-            range(first, config.steps + 1), desc=f"{config.method} on {config.env_id}", unit="step", disable=not progress,
+            range(first, config.steps + 1), desc=f"{config.method} on {config.task}", unit="step", disable=not progress,
             initial=first - 1, total=config.steps,
         )
         for step in bar:
@@ -171,12 +192,12 @@ def run_experiment(
             retrieve = None
             if manager is not None:
                 guided_seeds = [s for s, g in zip(seeds, guided) if g]
-                retrieve = functools.partial(manager.search, task=task, seeds=guided_seeds)
+                retrieve = functools.partial(_search_by_task, manager.search, tasks=guided_tasks, seeds=guided_seeds)
                 if prefetched is not None:
                     retrieve = prefetched.retriever(retrieve)
                 prefetched = None
                 if prefetching and step < config.steps:  # the next step's searches run during this step
-                    prefetched = _Prefetch(manager, envs, task, _rollout_seeds(config, step + 1), guided)
+                    prefetched = _Prefetch(manager, envs, tasks, _rollout_seeds(config, step + 1), guided)
             ask = manager.search_and_ask if manager is not None and config.experience.search_and_ask else None
             trajectories = run_episodes(
                 engine, envs, seeds, config.rollout, groups=groups, guided=guided, retrieve=retrieve, ask=ask,
@@ -184,7 +205,7 @@ def run_experiment(
             )
             done = {key: engine.stats[key] - before[key] for key in before}
             metrics = {
-                **summarize(trajectories),
+                **task_metrics(trajectories),
                 "generated_tokens": done["generated_tokens"],
                 # what the forward passes computed: prompt tokens not served from the prefix cache, and replies
                 "processed_tokens": done["prompt_tokens"] - done["reused_prompt_tokens"] + done["generated_tokens"],
@@ -226,7 +247,7 @@ def run_experiment(
                 checkpoint.save(run.path, step, actor, manager)
         checkpoint.export_adapters(run.path, actor)
         if config.eval_episodes:
-            _log_eval(record, say, config.steps, engine, envs, config, manager)
+            _log_eval(record, say, config.steps, engine, envs_by_task, config, manager)
         run.mark_finished()
     finally:
         if manager is not None:
@@ -254,12 +275,13 @@ def evaluate_trained(run: Run | str | Path, episodes: int | None = None, progres
     engine, config = trained_actor(run)
     if episodes is not None:
         config = dataclasses.replace(config, eval_episodes=episodes)
-    envs = [make(config.env_id, max_turns=config.max_turns) for _ in range(config.batch_instances * config.group_size)]
+    envs = make_envs(config)
     try:
         return evaluate(engine, envs, config, progress=progress)
     finally:
-        for env in envs:
-            env.close()
+        for task_envs in envs.values():
+            for env in task_envs:
+                env.close()
 
 
 def _experience_manager(config: ExperimentConfig, run: Run, device: torch.device, resumed: checkpoint.Checkpoint | None) -> Manager:
@@ -275,26 +297,56 @@ def _experience_manager(config: ExperimentConfig, run: Run, device: torch.device
 
 
 def _rollout_seeds(config: ExperimentConfig, step: int) -> list[int]:
-    """The env seed of every rollout of a step: each task instance's, ``group_size`` times."""
-    return [s for s in training_seeds(config, step) for _ in range(config.group_size)]
+    """The env seed of every rollout of a step: each task instance's (:meth:`TaskMixture.instances`),
+    ``group_size`` times."""
+    return [i.seed for i in config.mixture().instances(config.seed, step) for _ in range(config.group_size)]
+
+
+def _rows_by_task(tasks: Sequence[str]) -> dict[str, list[int]]:
+    """The positions of each task's items, tasks in order of first appearance."""
+    rows: dict[str, list[int]] = {}
+    for i, task in enumerate(tasks):
+        rows.setdefault(task, []).append(i)
+    return rows
+
+
+def _search_by_task(search: Search, queries: Sequence[str], tasks: Sequence[str], seeds: Sequence[int]) -> list:
+    """``search`` once per task (the bank is searched within a task), the results back in query order."""
+    found: list = [None] * len(queries)
+    for task, rows in _rows_by_task(tasks).items():
+        for i, entry in zip(rows, search([queries[i] for i in rows], task=task, seeds=[seeds[i] for i in rows])):
+            found[i] = entry
+    return found
 
 
 class _Prefetch:
     """The searches of a step's guided episodes, sent one step ahead (``experience.prefetch``) so that they run
     in the manager's process during the previous step; its :meth:`retriever` hands their entries to the rollout."""
 
-    def __init__(self, manager: Manager, envs: Sequence, task: str, seeds: Sequence[int], guided: Sequence[bool]) -> None:
-        first: dict[int, str] = {}
-        for env, seed, is_guided in zip(envs, seeds, guided):
-            if is_guided and seed not in first:  # rollouts of one instance share their first observation
-                first[seed] = retrieval_query(*env.reset(seed=int(seed)))
-        self.seeds = [s for s, g in zip(seeds, guided) if g]
-        self.queries = [first[s] for s in self.seeds]
-        self.result = manager.search_later(self.queries, task, seeds=self.seeds)
+    def __init__(
+        self, manager: Manager, envs: Sequence, tasks: Sequence[str], seeds: Sequence[int], guided: Sequence[bool]
+    ) -> None:
+        first: dict[tuple[str, int], str] = {}
+        for env, task, seed, is_guided in zip(envs, tasks, seeds, guided):
+            if is_guided and (task, seed) not in first:  # rollouts of one instance share their first observation
+                first[task, seed] = retrieval_query(*env.reset(seed=int(seed)))
+        asked = [(task, seed) for task, seed, g in zip(tasks, seeds, guided) if g]
+        self.queries = [first[key] for key in asked]
+        self.pending = [  # one search per task: the positions of its queries and the future of their entries
+            (rows, manager.search_later([self.queries[i] for i in rows], task, seeds=[asked[i][1] for i in rows]))
+            for task, rows in _rows_by_task([task for task, _ in asked]).items()
+        ]
 
     def retriever(self, fallback: Callable[[Sequence[str]], Sequence]) -> Callable[[Sequence[str]], Sequence]:
         """The prefetched entries when the rollout asks the same queries (it always should), else ``fallback``."""
-        return lambda queries: self.result.result() if list(queries) == self.queries else fallback(queries)
+        return lambda queries: self._entries() if list(queries) == self.queries else fallback(queries)
+
+    def _entries(self) -> list:
+        found: list = [None] * len(self.queries)
+        for rows, future in self.pending:
+            for i, entry in zip(rows, future.result()):
+                found[i] = entry
+        return found
 
 
 def _halves(trajectories: Sequence[Trajectory]) -> dict[str, float]:
@@ -309,14 +361,14 @@ def _halves(trajectories: Sequence[Trajectory]) -> dict[str, float]:
 
 def _log_eval(
     record: Callable[[int, str, dict[str, float]], None], say: logging.LoggerAdapter, step: int, engine: HFEngine,
-    envs: Sequence, config: ExperimentConfig, manager: Manager | None,
+    envs: Mapping[str, Sequence[gymnasium.Env]], config: ExperimentConfig, manager: Manager | None,
 ) -> None:
     """Evaluation rows: experience-free, and for methods with a bank also with experience (``guided_*`` columns)."""
     metrics = evaluate(engine, envs, config)
     if manager is not None:
-        search = functools.partial(manager.search, task=config.env_id, record=False)
+        search = functools.partial(manager.search, record=False)
         with_experience = evaluate(engine, envs, config, search=search)
-        metrics.update({f"guided_{k}": v for k, v in with_experience.items() if k != "episodes"})
+        metrics.update({f"guided_{k}": v for k, v in with_experience.items() if not k.endswith("episodes")})
         manager.stats()  # evaluation lookups are not part of the next training step's counters
     record(step, "eval", metrics)
     say.info(
