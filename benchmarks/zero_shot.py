@@ -37,6 +37,10 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto", help="float32 | bfloat16 | auto (the cpu profile's)")
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--constrained", action="store_true", help="replies restricted to the admissible actions")
+    parser.add_argument(
+        "--env-option", action="append", default=[], metavar="KEY=VALUE",
+        help="a keyword of the envs' constructors, e.g. view=brief for MiniHack (repeatable)",
+    )
     args = parser.parse_args()
 
     model, tokenizer = load_model(args.model, dtype=resolve_dtype(args.dtype, "cpu"))
@@ -46,7 +50,9 @@ def main() -> None:
           + (", constrained to admissible actions" if args.constrained else ""))
     print(f"{'env':32s} {'success':>8s} {'invalid':>8s} {'turns':>6s} {'wall s':>7s}  valid actions played")
     for env_id in args.envs:
-        kwargs = {} if args.max_turns is None else {"max_turns": args.max_turns}
+        kwargs = dict(option.split("=", 1) for option in args.env_option)
+        if args.max_turns is not None:
+            kwargs["max_turns"] = args.max_turns
         envs = [make(env_id, **kwargs) for _ in seeds]
         tokens = args.max_new_tokens or REPLY_TOKENS.get(env_id, 32)
         rollout = RolloutConfig(

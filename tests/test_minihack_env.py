@@ -353,3 +353,18 @@ def test_a_random_policy_is_the_floor_and_reproducible():
     assert 0.0 < rate < 0.5
     assert random_policy_success("comprl/Room-Ultimate-5x5-v0", max_turns=6, episodes=40) == rate
     assert random_policy_success("comprl/Room-Ultimate-5x5-v0", max_turns=30, episodes=40) > rate  # more turns, more luck
+
+
+def test_brief_view_keeps_what_is_in_view_and_drops_walls_dark_area_and_map() -> None:
+    full, brief = (comprl.envs.make("comprl/Room-Random-5x5-v0", max_turns=6, view=v) for v in ("full", "brief"))
+    (full_obs, full_info), (brief_obs, brief_info) = full.reset(seed=3), brief.reset(seed=3)
+    stairs = [line for line in full_obs.splitlines() if line.startswith("stairs down")]
+    assert stairs and stairs[0] in brief_obs.splitlines()  # the same words for what is in view
+    assert "dark area" in full_obs and "Map:" in full_obs
+    assert "dark area" not in brief_obs and "Map:" not in brief_obs and "Legend" not in brief_obs
+    assert len(brief_obs) < 0.6 * len(full_obs)
+    assert "map" in full_info["instruction"] and "map" not in brief_info["instruction"]
+    # the same game underneath: the same moves reach the same places
+    assert full.step("<answer>east</answer>")[0].splitlines()[2] == brief.step("<answer>east</answer>")[0].splitlines()[2]
+    with pytest.raises(ValueError, match="accepted: full, brief"):
+        comprl.envs.make(ROOM, view="short")

@@ -76,6 +76,9 @@ APPLY_KEY = "apply key"
 CONFIRM_KEY = nethack.CompassDirection.NW
 """NetHack's "y" key: the answer "yes" to a [yn] question, and also the northwest move."""
 
+VIEWS = ("full", "brief")
+"""The text views of the game (see `MiniHackTextEnv`)."""
+
 GAME_STEPS_PER_TURN = 10
 """NLE's own step limit is set to this many game steps per text turn, so only `max_turns` ever ends a game."""
 
@@ -148,12 +151,20 @@ class MiniHackScreen:
 class MiniHackTextEnv(TextEnv):
     """A MiniHack task as a text environment; see the module docstring for the differences from MiniHack."""
 
-    def __init__(self, task: str, max_turns: int = DEFAULT_MAX_TURNS) -> None:
-        """Create the env for `task`, one of `TASKS` ("room", "maze", "keyroom", "river")."""
+    def __init__(self, task: str, max_turns: int = DEFAULT_MAX_TURNS, view: str = "full") -> None:
+        """Create the env for `task`, one of `TASKS` ("room", "maze", "keyroom", "river").
+
+        `view` is one of `VIEWS`: ``"full"`` (BALROG's text view, as the paper's actor reads it) or ``"brief"``
+        (the message and the interesting things in view with their distance and direction; no walls, dark area,
+        map or legend: about a quarter of the tokens, for small models on CPU; not the paper's view).
+        """
         super().__init__(max_turns=max_turns)
         if task not in TASKS:
             raise ValueError(f"unknown MiniHack task {task!r}; accepted: {', '.join(TASKS)}")
+        if view not in VIEWS:
+            raise ValueError(f"unknown MiniHack view {view!r}; accepted: {', '.join(VIEWS)}")
         self.task = TASKS[task]
+        self.view = view
         # APPLY is typed straight into NetHack (see `_apply_key`); ESC declines questions a step leaves open.
         pick_up = (nethack.Command.PICKUP,) if self.task.uses_key else ()
         self._nle_actions = (*DIRECTIONS.values(), *pick_up, nethack.Command.ESC)
@@ -223,10 +234,15 @@ class MiniHackTextEnv(TextEnv):
         return {alias: word for alias, word in aliases.items() if alias != word}
 
     def _build_instruction(self) -> str:
+        seen = (
+            " and what you see around you (with distance and direction)"
+            if self.view == "brief"
+            else ", what you see around you (with distance and direction), the map of what you have seen (north is "
+            "up) and a legend"
+        )
         return (
-            f"You play NetHack (MiniHack). {self.task.goal} Each turn you get the last game message, what "
-            "you see around you (with distance and direction), the map of what you have seen (north is up) "
-            f"and a legend. Actions: {self.describe_actions()}. You have {self.max_turns} turns. Reply with "
+            f"You play NetHack (MiniHack). {self.task.goal} Each turn you get the last game message{seen}. "
+            f"Actions: {self.describe_actions()}. You have {self.max_turns} turns. Reply with "
             f"exactly one action as {ANSWER_OPEN}ACTION{ANSWER_CLOSE}, for example "
             f"{ANSWER_OPEN}north{ANSWER_CLOSE}."
         )
@@ -245,7 +261,8 @@ class MiniHackTextEnv(TextEnv):
         screen = self.screen
         picked_up = [f"Picked up: {'; '.join(screen.picked_up)}"] if screen.picked_up else []
         return render_screen(
-            screen.glyphs, screen.chars, screen.agent_x, screen.agent_y, screen.message, picked_up
+            screen.glyphs, screen.chars, screen.agent_x, screen.agent_y, screen.message, picked_up,
+            brief=self.view == "brief",
         )
 
     def _play(self, action_word: str) -> GameStep:

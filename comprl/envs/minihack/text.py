@@ -278,10 +278,20 @@ def render_screen(
     agent_y: int,
     message: str,
     extra_lines: Iterable[str] = (),
+    brief: bool = False,
 ) -> str:
-    """The full text observation: message, surroundings, `extra_lines` (e.g. inventory), map and legend."""
-    surroundings = describe_surroundings(glyphs, agent_x, agent_y)
-    map_lines, legend = cropped_map(chars, glyphs, agent_x, agent_y)
+    """The text observation: message, surroundings, `extra_lines` (e.g. inventory), map and legend.
+
+    ``brief`` keeps the message, the interesting things in view and `extra_lines`, and drops the walls and dark
+    area in view, the map and the legend (comprl's short view; the full one is BALROG's)."""
+    surroundings = (
+        _group_lines(_interesting_sightings(glyphs, agent_x, agent_y))
+        if brief
+        else describe_surroundings(glyphs, agent_x, agent_y)
+    )
     parts = [f"Message: {message or 'none'}", "You see:" if surroundings else "You see: nothing"]
-    parts += [*surroundings, *extra_lines, "Map:", *map_lines, "Legend: " + ", ".join(legend)]
+    parts += [*surroundings, *extra_lines]
+    if not brief:
+        map_lines, legend = cropped_map(chars, glyphs, agent_x, agent_y)
+        parts += ["Map:", *map_lines, "Legend: " + ", ".join(legend)]
     return "\n".join(parts)
