@@ -12,13 +12,19 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
 fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 
-# SWE-lite confines the agent's commands with bubblewrap (a Debian package, not on PyPI).
-if ! command -v bwrap >/dev/null; then
-  if [ "$(id -u)" = 0 ]; then apt_get=(apt-get); else apt_get=(sudo -n apt-get); fi
-  "${apt_get[@]}" install -y -q bubblewrap >/dev/null 2>&1 \
-    || { "${apt_get[@]}" update -q >/dev/null 2>&1 && "${apt_get[@]}" install -y -q bubblewrap >/dev/null 2>&1; } \
-    || echo "warning: could not install bubblewrap (apt-get install bubblewrap); the SWE-lite tests will be skipped" >&2
-fi
+# Debian packages (not on PyPI), installed as root or with passwordless sudo: SWE-lite confines the agent's
+# commands with bubblewrap; the JupyterLab test drives Debian's chromium headless (Playwright, no browser download).
+apt_get=(env DEBIAN_FRONTEND=noninteractive apt-get)  # no debconf questions: CI has no terminal
+[ "$(id -u)" = 0 ] || apt_get=(sudo -n "${apt_get[@]}")
+apt_install() {  # apt_install COMMAND PACKAGE WHAT_IS_SKIPPED: install PACKAGE unless COMMAND is on PATH
+  local command=$1 package=$2 skipped=$3
+  command -v "$command" >/dev/null && return 0
+  "${apt_get[@]}" install -y -q "$package" >/dev/null 2>&1 \
+    || { "${apt_get[@]}" update -q >/dev/null 2>&1 && "${apt_get[@]}" install -y -q "$package" >/dev/null 2>&1; } \
+    || echo "warning: could not install $package (apt-get install $package); $skipped will be skipped" >&2
+}
+apt_install bwrap bubblewrap "the SWE-lite tests"
+apt_install chromium chromium "the JupyterLab browser test"
 
 stamp=.venv/.comprl-installed
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)

@@ -8,6 +8,7 @@ import torch
 
 from comprl.envs import make
 from comprl.envs.swe.sandbox import SandboxUnavailable, bwrap_path, check_episode_limits
+from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
 from comprl.llm import HFEngine, load_model, token_logprobs
 from comprl.policy import PackedSequence
 from comprl.policy import pad_batch
@@ -27,6 +28,21 @@ needs_sandbox = pytest.mark.skipif(bool(_sandbox_problem()), reason=_sandbox_pro
 """Skips a test that needs SWE-lite's sandbox (bubblewrap, cgroups and tmpfs mounts), saying what is missing."""
 
 
+@pytest.fixture(scope="session")
+def seeded_bank(tmp_path_factory):
+    """A bank file with three Room lessons at step 0, for ``bank.init_from``: the tiny models' guided episodes then
+    retrieve real entries from the first step on."""
+    path = tmp_path_factory.mktemp("bank") / "seed.duckdb"
+    lessons = [
+        ("Find the stairs", "Look for the > symbol on the map and walk toward it."),
+        ("Avoid monsters", "Step around letters on the map; they are monsters."),
+        ("Use diagonals", "Diagonal moves cover the room in fewer turns."),
+    ]
+    with ExperienceBank(path, Embedder()) as bank:
+        bank.apply([Write("add", entry=NewEntry(t, c)) for t, c in lessons], step=0, task="comprl/Room-Ultimate-5x5-v0")
+    return path
+
+
 class RewardByReplyLength(gym.Wrapper):
     """An env whose replies of even length earn 1: a random model's rollouts of one task then differ in return,
     so its GRPO advantages are not all zero."""
@@ -37,7 +53,7 @@ class RewardByReplyLength(gym.Wrapper):
 
 
 def make_rewarding_even_replies(env_id: str, **kwargs) -> RewardByReplyLength:
-    """``comprl.envs.make`` with :class:`RewardByReplyLength` around the env (patched over ``loop.make``)."""
+    """``comprl.envs.make`` with :class:`RewardByReplyLength` around the env (patched over ``comprl.envs.mixture.make``, which builds the loop's envs)."""
     return RewardByReplyLength(make(env_id, **kwargs))
 
 

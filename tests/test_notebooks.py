@@ -7,26 +7,8 @@ import re
 
 import duckdb
 import pandas as pd
-import pytest
 
-from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
 from comprl.cli import main
-
-ROOM = "comprl/Room-Ultimate-5x5-v0"
-
-
-@pytest.fixture(scope="module")
-def seeded_bank(tmp_path_factory):
-    """A bank with three Room lessons, so the tiny models' guided episodes retrieve real entries."""
-    path = tmp_path_factory.mktemp("bank") / "seed.duckdb"
-    lessons = [
-        ("Find the stairs", "Look for the > symbol on the map and walk toward it."),
-        ("Avoid monsters", "Step around letters on the map; they are monsters."),
-        ("Use diagonals", "Diagonal moves cover the room in fewer turns."),
-    ]
-    with ExperienceBank(path, Embedder()) as bank:
-        bank.apply([Write("add", entry=NewEntry(t, c)) for t, c in lessons], step=0, task=ROOM)
-    return path
 
 
 LOG_LINE = re.compile(
