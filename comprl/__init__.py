@@ -24,6 +24,7 @@ _EXPORTS = {
     "plot_learning_curves": "comprl.runs",
     "random_policy_success": "comprl.envs",
     "summary_table": "comprl.runs",
+    "task_table": "comprl.runs",
     "run_experiment": "comprl.trainers.loop",
     "evaluate_trained": "comprl.trainers.loop",
     "show_logs": "comprl.console",
@@ -53,4 +54,5 @@ __all__ = [
     "run_experiment",
     "show_logs",
     "summary_table",
+    "task_table",
 ]

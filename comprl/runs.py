@@ -187,6 +187,39 @@ def summary_table(metrics: pd.DataFrame) -> pd.DataFrame:
     return merged.groupby(["method", "env_id"]).agg(**columns).reset_index()
 
 
+def task_table(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The paper's Table 1 from evaluation rows: one row per (tasks, row of :data:`comprl.paper.TABLE_ROWS`)
+    whose method was run, final held-out success per task and their average (``avg``), means over seeds.
+
+    Rows "with exp." read the final evaluation that retrieves experience (``guided_*`` columns), the others the
+    experience-free one. A multi-task run's tasks are its per-task columns (``room_success_rate``...); a
+    single-task run's one task is its overall success.
+    """
+    from comprl.envs.mixture import TASK_NAMES, task_name
+    from comprl.paper import TABLE_ROWS
+
+    evals = metrics[metrics["phase"] == "eval"]
+    last = evals.loc[evals.groupby("run")["step"].idxmax()]
+    names = list(dict.fromkeys(TASK_NAMES.values()))
+    rows = []
+    for tasks, group in last.groupby("env_id", sort=False):
+        present = [n for n in names if f"{n}_success_rate" in group and group[f"{n}_success_rate"].notna().any()]
+        single = [] if present else [task_name(tasks)]
+        for label, method, with_experience in TABLE_ROWS:
+            runs = group[group["method"] == method]
+            if runs.empty:
+                continue
+            prefix = "guided_" if with_experience else ""
+            row = {"tasks": tasks, "row": label, "seeds": len(runs)}
+            for name in present:
+                row[name] = runs[f"{prefix}{name}_success_rate"].mean()
+            for name in single:
+                row[name] = runs[f"{prefix}success_rate"].mean()
+            row["avg"] = sum(row[n] for n in present + single) / len(present + single)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def plot_learning_curves(metrics: pd.DataFrame, metric: str = "success_rate", phase: str = "train", ax: Any = None) -> Any:
     """Mean (+/- min-max band over seeds) of ``metric`` against step, one line per method. Returns the figure."""
     import matplotlib.pyplot as plt
