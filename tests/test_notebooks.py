@@ -94,3 +94,19 @@ def test_notebook_05_measures_rollout_overhead_per_mode_and_batch_size(tmp_path,
     for name in ("rollout_overhead.png", "rollout_overhead.pdf"):
         assert (out / name).stat().st_size > 0, name
     assert "Ray client threads) on cores" in (out / "05_latency_analysis.ipynb").read_text()  # the core split printed
+
+
+def test_notebook_02_builds_table_1_and_the_task_scaling_figure(tmp_path):
+    out = tmp_path / "nb02"
+    assert main(["run", "02_multitask", "--profile", "smoke", "--output-dir", str(out), "-p", "mixtures", '["3-task"]']) == 0
+    table = pd.read_csv(out / "table1.csv")
+    three = table[table["tasks"] == "room+webshop+alfworld"]
+    assert len(three) == 6 and (three[["room", "webshop", "alfworld", "avg"]].notna()).all().all()  # every Table 1 row
+    assert ((three["avg"] - three[["room", "webshop", "alfworld"]].mean(axis=1)).abs() < 1e-9).all()
+    versus = pd.read_csv(out / "table1_vs_paper.csv").set_index("row")
+    assert versus.loc["Baseline GRPO (no experience)", "paper_avg"] == 0.75
+    assert (versus["delta_avg"] == versus["avg"] - versus["paper_avg"]).all()
+    scaling = pd.read_csv(out / "task_scaling.csv")
+    assert list(scaling["tasks_trained"]) == [1, 3]  # the single-task Room point and the 3-task mixture
+    for name in ("task_scaling.png", "task_scaling.pdf", "learning_curves.png", "metrics.csv"):
+        assert (out / name).stat().st_size > 0, name
