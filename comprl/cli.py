@@ -4,6 +4,7 @@
     comprl run 01_single_task --profile smoke -p steps 1 -p env_id comprl/MazeWalk-9x9-v0
     comprl run 01_single_task --profile cpu --resume     # continue the latest such run after a kill
     comprl profiles
+    comprl reproduce --profile cpu               # every notebook, then results/REPORT.md (comprl.reproduce)
 """
 
 from __future__ import annotations
@@ -105,7 +106,23 @@ def main(argv: list[str] | None = None) -> int:
         help="continue the newest results/<notebook>_<profile>_* folder (or --output-dir): finished runs are skipped",
     )
     sub.add_parser("profiles", help="list profiles and their main settings")
+    again = sub.add_parser("reproduce", help="every notebook in dependency order, then results/REPORT.md")
+    again.add_argument("--profile", default="smoke", help=f"one of: {', '.join(PROFILES)}")
+    again.add_argument("--results", type=Path, default=REPO_ROOT / "results", help="where results/<profile>/ and REPORT.md go")
+    again.add_argument("--only", nargs="+", default=None, metavar="NOTEBOOK", help="these notebooks only (e.g. 01_single_task)")
+    again.add_argument("--force", action="store_true", help="execute notebooks that finished before (their finished runs are still skipped)")
+    again.add_argument("--dry-run", action="store_true", help="validate every config of the profile and print the resource plan")
     args = parser.parse_args(argv)
+
+    if args.command == "reproduce":
+        from comprl import reproduce
+
+        if args.dry_run:
+            print(reproduce.dry_run(args.profile))
+            return 0
+        report = reproduce.reproduce(args.profile, args.results.resolve(), force=args.force, only=args.only)
+        print(f"comprl: report in {report}")
+        return 0
 
     if args.command == "profiles":
         for name, config in PROFILES.items():

@@ -1,0 +1,320 @@
+"""``comprl reproduce``: every paper notebook through papermill, in dependency order, then ``results/REPORT.md``.
+
+    comprl reproduce --profile smoke            # minutes, tiny random models
+    comprl reproduce --profile cpu              # SmolLM2-135M on a laptop CPU (hours; re-run to resume)
+    comprl reproduce --profile paper --dry-run  # check every paper-scale config and print the resource plan
+
+Each notebook writes into ``results/<profile>/<notebook>/`` and resumes what it finds there (finished runs are
+skipped, killed ones continued), so a second call picks up where a killed one stopped; a notebook that finished
+is not executed again (``force=True`` executes it anyway, still skipping its finished runs). Wall times go into
+``results/<profile>/reproduce.json``; the report puts every table next to the paper's numbers (:mod:`comprl.paper`)
+and lists profile, seeds, models, prompts and package versions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from comprl import console, paper
+from comprl.config import PROFILES, ExperimentConfig, make_config
+
+ROOM = "comprl/Room-Ultimate-5x5-v0"
+PAPER_METHODS = ("baseline", "static", "exp_only", "comp_rl")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One notebook of the reproduction: its parameters per profile and the configs it will run."""
+
+    notebook: str
+    params: Callable[[str, Path], dict[str, Any]]
+    """(profile, results folder of this profile) -> papermill parameters."""
+    configs: Callable[[str], list[ExperimentConfig]]
+    """profile -> the configs of the notebook's training runs (what ``--dry-run`` checks and plans)."""
+
+
+SEEDS = {"smoke": [0], "cpu": [0, 1, 2], "paper": [0, 1, 2]}
+"""Seeds per profile (cpu: the three of the committed reference runs)."""
+
+
+def _seeds(profile: str) -> list[int]:
+    return SEEDS.get(profile, [0])
+
+
+def _mixtures(profile: str) -> list[str]:
+    """The 6-task mixture only where it fits: the smoke profile keeps CI short with the 3-task one."""
+    return ["3-task"] if profile == "smoke" else ["3-task", "6-task"]
+
+
+STEPS: tuple[Step, ...] = (
+    Step(
+        "01_single_task",
+        lambda profile, root: {"seeds": _seeds(profile), "compare_with": ["baseline", "static", "exp_only"]},
+        lambda profile: [
+            make_config(profile, env_id=ROOM, method=m, seed=s) for m in PAPER_METHODS for s in _seeds(profile)
+        ],
+    ),
+    Step(
+        "02_multitask",
+        lambda profile, root: {"seeds": _seeds(profile), "mixtures": _mixtures(profile)},
+        lambda profile: [
+            make_config(profile, tasks=mixture, method=m, seed=s)
+            for mixture in _mixtures(profile) for m in PAPER_METHODS for s in _seeds(profile)
+        ],
+    ),
+    Step(
+        "03_extractor_size",
+        lambda profile, root: {"seeds": _seeds(profile)},
+        lambda profile: [
+            make_config(profile, env_id=ROOM, method="comp_rl", seed=s, **{"extractor.model": model})
+            for model in EXTRACTORS[profile] for s in _seeds(profile)
+        ],
+    ),
+    Step(
+        "04_ablations",
+        lambda profile, root: {"seeds": _seeds(profile)},
+        lambda profile: [make_config(profile, env_id=ROOM, method="comp_rl", seed=s) for s in _seeds(profile)],
+    ),
+    Step("05_latency_analysis", lambda profile, root: {}, lambda profile: []),
+    Step(
+        "06_bank_explorer",
+        lambda profile, root: {"run_dir": str(root / "01_single_task" / "comp_rl_seed0")},
+        lambda profile: [],
+    ),
+)
+"""The notebooks in dependency order (06 explores the bank of 01's comp_rl run)."""
+
+EXTRACTORS = {
+    "smoke": ["tiny-random"],
+    "cpu": ["smollm2-135m", "gemma3-270m"],
+    "paper": ["Qwen/Qwen3-4B-Thinking-2507", "Qwen/Qwen3-30B-A3B-Instruct-2507"],
+}
+"""The extractor sizes of the ablation per profile (paper: Qwen3-4B vs Qwen3-30B-A3B)."""
+
+
+def reproduce(profile: str, results: Path, force: bool = False, only: list[str] | None = None) -> Path:
+    """Execute the notebooks of :data:`STEPS` (or those named in ``only``) with ``profile``; write the report."""
+    from comprl.cli import run_notebook
+
+    if profile not in PROFILES:
+        raise SystemExit(f"comprl: unknown profile {profile!r}; accepted: {', '.join(PROFILES)}")
+    root = results / profile
+    root.mkdir(parents=True, exist_ok=True)
+    log_path = root / "reproduce.json"
+    done: dict[str, Any] = json.loads(log_path.read_text()) if log_path.exists() else {}
+    steps = [step for step in STEPS if only is None or step.notebook in only]
+    bar = console.progress(steps, desc=f"reproduce --profile {profile}", unit="notebook")
+    for step in bar:
+        bar.set_postfix(notebook=step.notebook)
+        if done.get(step.notebook, {}).get("finished") and not force:
+            continue
+        started = time.perf_counter()
+        run_notebook(step.notebook, profile, step.params(profile, root), root / step.notebook)
+        done[step.notebook] = {
+            "seconds": round(time.perf_counter() - started, 1),
+            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        log_path.write_text(json.dumps(done, indent=2) + "\n")
+    return write_report(profile, results)
+
+
+def dry_run(profile: str) -> str:
+    """Build every config the reproduction would run (each is validated as it is built) and the resource plan."""
+    configs = [config for step in STEPS for config in step.configs(profile)]
+    lines = [f"comprl reproduce --profile {profile}: {len(configs)} training runs, every config valid"]
+    for step in STEPS:
+        runs = step.configs(profile)
+        lines.append(f"  {step.notebook}: {len(runs)} runs" + (f", {runs[0].steps} steps each" if runs else ""))
+    lines += ["", resource_plan(configs)]
+    return "\n".join(lines)
+
+
+PARAMETERS_B = {
+    "Qwen/Qwen2.5-7B-Instruct": 7.62,
+    "Qwen/Qwen3-4B-Thinking-2507": 4.02,
+    "Qwen/Qwen3-4B-Instruct-2507": 4.02,
+    "Qwen/Qwen3-30B-A3B-Instruct-2507": 30.5,
+    "Qwen/Qwen3-Embedding-0.6B": 0.6,
+    "smollm2-135m": 0.135,
+    "gemma3-270m": 0.27,
+    "tiny-random": 0.001,
+}
+"""Parameter counts in billions (the model cards'), for the memory plan."""
+
+GPU_MEMORY_GB = 80
+BYTES_TRAINED = 16
+"""Per parameter of a fully fine-tuned model: bf16 weights and gradients, fp32 master copy and two Adam moments."""
+BYTES_SERVED = 2
+"""Per parameter of a bf16 copy that only generates (the rollout engine's, or an embedder)."""
+
+
+def resource_plan(configs: list[ExperimentConfig]) -> str:
+    """GPUs and memory per model for the largest of ``configs``: each trained model holds its training state
+    and a bf16 generation copy, the embedder a bf16 copy; KV cache and activations come on top."""
+    if not configs:
+        return "no training runs"
+    rows = []
+    trained: dict[str, float] = {}
+    for config in configs:
+        trained[config.model] = max(trained.get(config.model, 0), _gb(config.model, BYTES_TRAINED + BYTES_SERVED))
+        if config.uses_experience:
+            extractor = config.extractor.model
+            trained[extractor] = max(trained.get(extractor, 0), _gb(extractor, BYTES_TRAINED + BYTES_SERVED))
+            trained[config.bank.embedder] = _gb(config.bank.embedder, BYTES_SERVED)
+    for model, gb in trained.items():
+        gpus = "?" if math.isnan(gb) else str(max(1, math.ceil(gb / GPU_MEMORY_GB)))
+        rows.append(f"  {model:36s} {'unknown size' if math.isnan(gb) else f'{gb:7.1f} GB':>12s}  >= {gpus} x {GPU_MEMORY_GB} GB GPU")
+    biggest = max(configs, key=lambda c: c.mixture().size * c.group_size * c.steps)
+    rollouts = biggest.mixture().size * biggest.group_size
+    return "\n".join([
+        "memory per model (training state + generation copy; KV cache and activations extra):",
+        *rows,
+        f"largest run: {biggest.task}, {rollouts} rollouts x up to {max(biggest.mixture().max_turns.values())} turns "
+        f"per step, {biggest.steps} steps (time per step: measure tokens/s on your GPU with "
+        "benchmarks/rollout_throughput.py)",
+    ])
+
+
+def _gb(model: str, bytes_per_parameter: int) -> float:
+    billions = PARAMETERS_B.get(model, math.nan)
+    return billions * bytes_per_parameter
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The report
+# ---------------------------------------------------------------------------------------------------------------
+
+PACKAGES = ("torch", "transformers", "peft", "duckdb", "ray", "papermill", "nle", "minihack", "sentence-transformers")
+
+
+def write_report(profile: str, results: Path) -> Path:
+    """``results/REPORT.md`` from what the notebooks wrote under ``results/<profile>/``."""
+    root = results / profile
+    times: dict[str, Any] = json.loads((root / "reproduce.json").read_text()) if (root / "reproduce.json").exists() else {}
+    configs = [
+        ExperimentConfig.from_dict(json.loads(path.read_text())) for path in sorted(root.glob("*/**/config.json"))
+    ]
+    lines = [
+        f"# comprl reproduction report: profile `{profile}`",
+        "",
+        f"Written {datetime.now(timezone.utc).isoformat(timespec='seconds')} by `comprl reproduce --profile {profile}`. "
+        "Paper: Complementary RL (arXiv 2603.17621). The paper's claims are about 7B actors; read this profile's "
+        "numbers as a check of direction at its scale, with the spread over seeds.",
+        "",
+        "## Claims",
+        "",
+        *_claims(root),
+        "",
+    ]
+    for step in STEPS:
+        folder = root / step.notebook
+        lines += [f"## {step.notebook}", ""]
+        if not folder.is_dir():
+            lines += ["Not run.", ""]
+            continue
+        if step.notebook in times:
+            lines += [f"Wall time: {times[step.notebook]['seconds'] / 60:.1f} min.", ""]
+        for table in sorted(folder.glob("*.csv")):
+            if table.name in ("metrics.csv", "bank.csv"):  # every step's row; the entries (06 shows them)
+                continue
+            lines += [f"`{table.name}`:", "", _markdown(pd.read_csv(table)), ""]
+        for figure in sorted(folder.glob("*.png")):
+            lines += [f"![{figure.stem}]({figure.relative_to(results).as_posix()})", ""]
+    lines += ["## Setup", "", *_setup(profile, configs, times), ""]
+    path = results / "REPORT.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _claims(root: Path) -> list[str]:
+    """One line per paper claim: the paper's number, ours where the notebook ran."""
+    out = ["| claim | paper | this run |", "|---|---|---|"]
+
+    def read(notebook: str, name: str) -> pd.DataFrame | None:
+        path = root / notebook / name
+        return pd.read_csv(path) if path.exists() else None
+
+    single = read("01_single_task", "summary.csv")
+    if single is not None and {"baseline", "comp_rl"} <= set(single["method"]):
+        by = single.set_index("method")
+        ratio = _ratio(by.loc["comp_rl", "success_after"], by.loc["baseline", "success_after"])
+        fewer = _ratio(by.loc["baseline", "episode_length_after"], by.loc["comp_rl", "episode_length_after"])
+        out.append(f"| single task Room: comp_rl / baseline success | {paper.SINGLE_TASK_SPEEDUP}x | {ratio} |")
+        out.append(f"| single task Room: baseline / comp_rl actions per episode | {paper.FEWER_ACTIONS['room']}x | {fewer} |")
+    table = read("02_multitask", "table1_vs_paper.csv")
+    if table is not None:
+        for _, row in table.iterrows():
+            if not pd.isna(row.get("paper_avg")):
+                out.append(f"| 3-task Table 1, {row['row']}: avg success | {row['paper_avg']:.2f} | {row['avg']:.2f} |")
+    scaling = read("02_multitask", "task_scaling.csv")
+    if scaling is not None:
+        for _, row in scaling.iterrows():
+            reported = paper.TASK_SCALING_GAIN.get(int(row["tasks_trained"]))
+            shown = "-" if reported is None else f"{reported:+.3f}"
+            out.append(f"| task scaling, {int(row['tasks_trained'])} tasks: gain over baseline | {shown} | {row['gain']:+.3f} |")
+    sizes = read("03_extractor_size", "summary.csv")
+    if sizes is not None and len(sizes) >= 2 and "guided_success_after" in sizes:
+        gain = sizes["guided_success_after"].iloc[-1] - sizes["guided_success_after"].iloc[0]
+        out.append(f"| larger extractor: avg success gain | {paper.LARGER_EXTRACTOR_GAIN:+.2f} | {gain:+.3f} |")
+    latency = read("05_latency_analysis", "overhead.csv")
+    if latency is not None and "rollout_ratio" in latency:
+        ratios = latency.loc[latency["mode"] == "async", "rollout_ratio"]
+        if not ratios.empty:
+            out.append(f"| background track: rollout time vs baseline | 0.98-1.00x | {ratios.min():.2f}-{ratios.max():.2f}x |")
+    return out if len(out) > 2 else ["No notebook results yet."]
+
+
+def _ratio(a: float, b: float) -> str:
+    return "n/a (baseline 0)" if not b else f"{a / b:.2f}x"
+
+
+def _setup(profile: str, configs: list[ExperimentConfig], times: dict[str, Any]) -> list[str]:
+    from comprl.experience.prompts import ExtractorFormat, distill_messages
+
+    models = sorted({c.model for c in configs})
+    extractors = sorted({c.extractor.model for c in configs if c.uses_experience})
+    tasks = {t: c for c in configs for t in c.task_ids}  # a config that plays each task, for its turn cap
+    versions = []
+    for package in PACKAGES:
+        try:
+            versions.append(f"{package} {metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{package} (not installed)")
+    out = [
+        f"- profile: `{profile}`; seeds: {sorted({c.seed for c in configs})}; runs: {len(configs)}",
+        f"- actor models: {', '.join(models) or '-'}; extractor models: {', '.join(extractors) or '-'}",
+        f"- wall time: {sum(t['seconds'] for t in times.values()) / 60:.1f} min over {len(times)} notebooks",
+        f"- python {platform.python_version()} on {platform.platform()}; {'; '.join(versions)}",
+        "",
+        "### Prompts",
+        "",
+    ]
+    for env_id, config in sorted(tasks.items()):
+        (env,) = config.mixture().make_envs(env_id, 1)
+        _, info = env.reset(seed=0)
+        env.close()
+        out += [f"Actor instruction, `{env_id}` (the system prompt before any experience entry):", "", "```", info["instruction"], "```", ""]
+    for style in sorted({c.extractor.style for c in configs if c.uses_experience}):
+        system = distill_messages("", False, [], [], ExtractorFormat(style=style))[0]["content"]
+        out += [f"Extractor distillation system prompt, style `{style}`:", "", "```", system, "```", ""]
+    return out
+
+
+def _markdown(table: pd.DataFrame) -> str:
+    """A pipe table (pandas' own needs the optional tabulate)."""
+    cells = [
+        ["" if pd.isna(value) else str(value).replace("|", "\\|").replace("\n", " ") for value in row]
+        for row in table.round(3).itertuples(index=False)
+    ]
+    rows = [[str(column) for column in table.columns], ["---"] * len(table.columns), *cells]
+    return "\n".join("| " + " | ".join(row) + " |" for row in rows)
