@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,20 +20,22 @@ from comprl.envs.alfworld.env import (
     AlfWorldTextEnv,
     scene_indices,
 )
+from comprl.envs.alfworld.goals import DATA_DIR, EVAL_SIZE, LIST_FILES, TASK_TYPES, TRAIN_SIZE, official_goals
 from comprl.envs.alfworld.scenes import (
-    EVAL_FLOORPLANS,
-    EVAL_SIZE,
-    EVAL_TASK_COUNTS,
     LAMP,
+    LAMP_HOSTS,
+    LOOK_ROOMS,
     OBJECT_TYPES,
-    TASK_TYPES,
-    TRAIN_SIZE,
-    TRAIN_TASK_COUNTS,
+    TREATMENTS,
     Goal,
     Scene,
+    floorplan,
     goal_text,
     kind_of,
+    room_of,
     scene,
+    unsupported_games,
+    unsupported_reason,
 )
 
 ENV_ID = "comprl/ALFWorld-v0"
@@ -67,24 +72,120 @@ def play(env: AlfWorldTextEnv, *commands: str) -> list[str]:
 # ---- scenes, splits and seeds ------------------------------------------------------------------------------
 
 
-def test_split_sizes_and_task_type_counts_are_exact() -> None:
-    train = [scene("train", i) for i in range(TRAIN_SIZE)]
-    evaluation = [scene("eval", i) for i in range(EVAL_SIZE)]
+LIST_SHA256 = {
+    "train": "0e2d7e466721c46da91ef878522248619efa69655ce926f195321856fd3a26dd",
+    "eval": "05b9b5dbe9b9c9f5da39331c9b2ede007100e3b0fef0ea03900f8d0bc07fd4c5",
+}
+"""The official lists as shipped in pUmpKin-Co/ComplementaryRL at ab2574f (data/README.md)."""
+OFFICIAL_TASK_COUNTS = {
+    "train": {"pick_and_place_simple": 322, "pick_two_obj_and_place": 354, "pick_clean_then_place": 269,
+              "pick_cool_then_place": 212, "pick_heat_then_place": 186, "look_at_obj_in_light": 123},
+    "eval": {"pick_clean_then_place": 31, "pick_heat_then_place": 23, "pick_and_place_simple": 24,
+             "pick_cool_then_place": 21, "look_at_obj_in_light": 18, "pick_two_obj_and_place": 17},
+}
+
+
+def _official_records(split: str) -> list[dict]:
+    """The split's list read straight from its JSONL file, independently of comprl's reader."""
+    with (DATA_DIR / LIST_FILES[split]).open(encoding="utf-8") as file:
+        return [json.loads(line) for line in file]
+
+
+@pytest.mark.parametrize("split", ["train", "eval"])
+def test_shipped_lists_are_the_official_files(split: str) -> None:
+    assert hashlib.sha256((DATA_DIR / LIST_FILES[split]).read_bytes()).hexdigest() == LIST_SHA256[split]
+    assert len(official_goals(split)) == {"train": TRAIN_SIZE, "eval": EVAL_SIZE}[split]
     assert (TRAIN_SIZE, EVAL_SIZE) == (1466, 134)
-    assert Counter(s.goal.task_type for s in train) == TRAIN_TASK_COUNTS
-    assert Counter(s.goal.task_type for s in evaluation) == EVAL_TASK_COUNTS
-    assert all(s.floorplan not in EVAL_FLOORPLANS for s in train)
-    assert all(s.floorplan in EVAL_FLOORPLANS for s in evaluation)
-    assert {s.room for s in train} == {"kitchen", "bathroom", "bedroom", "living room"}
-    for s in train + evaluation:
+    assert Counter(goal.task_type for goal in official_goals(split)) == OFFICIAL_TASK_COUNTS[split]
+
+
+@pytest.mark.parametrize("split", ["train", "eval"])
+def test_each_scene_plays_the_official_goal_of_its_index(split: str) -> None:
+    records = _official_records(split)
+    for index, record in enumerate(records):
+        played = scene(split, index)
+        task, obj, _, target, number = record["additional_info"]["description"].split("/")[0].split("-")
+        assert record["id"] == index
+        assert played.goal.text == record["goal"]
+        assert played.game == record["additional_info"]["description"]
+        assert (played.goal.object_type, played.goal.target_type) == (obj.lower(), target.lower())
+        assert task.startswith(played.goal.task_type) and played.floorplan == int(number)
+        assert played.room == room_of(played.floorplan)
+
+
+def test_evaluation_floorplans_are_the_unseen_ones() -> None:
+    train = {goal.floorplan for goal in official_goals("train")}
+    evaluation = {goal.floorplan for goal in official_goals("eval")}
+    assert evaluation == {10, 219, 308, 424} and not train & evaluation and len(train) == 108
+    assert {room_of(number) for number in evaluation} == {"kitchen", "living room", "bedroom", "bathroom"}
+
+
+def test_every_official_goal_is_expressible() -> None:
+    assert unsupported_games("train") == {} and unsupported_games("eval") == {}
+
+
+def test_goal_sentences_follow_the_official_templates() -> None:
+    expected = {
+        "pick_and_place_simple": ("put a mug in shelf.", "put some mug on shelf."),
+        "pick_two_obj_and_place": ("put two mug in shelf.", "find two mug and put them in shelf."),
+        "pick_clean_then_place": ("put a clean mug in shelf.", "clean some mug and put it in shelf."),
+        "pick_heat_then_place": ("put a hot mug in shelf.", "heat some mug and put it in shelf."),
+        "pick_cool_then_place": ("put a cool mug in shelf.", "cool some mug and put it in shelf."),
+        "look_at_obj_in_light": ("look at mug under the shelf.", "examine the mug with the shelf."),
+    }
+    for task_type, wordings in expected.items():
+        assert tuple(goal_text(task_type, "mug", "shelf", variant) for variant in (0, 1)) == wordings
+    # The preposition follows the wording, whatever the receptacle: both occur with the same goal.
+    texts = {goal.text for goal in official_goals("eval")}
+    assert {"put a vase in safe.", "put some vase on safe."} <= texts
+    for split in ("train", "eval"):
+        used = Counter()
+        for goal in official_goals(split):
+            wordings = [goal_text(goal.task_type, goal.object_type, goal.target_type, v) for v in (0, 1)]
+            used[(goal.task_type, wordings.index(goal.text))] += 1
+        assert len(used) == 12, used  # every wording of every task type occurs in both lists
+
+
+def test_unsupported_goals_are_named_with_the_reason() -> None:
+    goal = official_goals("train")[0]
+    assert unsupported_reason(goal) is None
+    cases = {
+        "no object type 'dragon'": replace(goal, object_type="dragon"),
+        "no receptacle type 'trampoline'": replace(goal, target_type="trampoline"),
+        "no light 'floorlamp'": replace(goal, task_type="look_at_obj_in_light", target_type="floorlamp"),
+        "no desklamp in a kitchen": replace(goal, task_type="look_at_obj_in_light", target_type=LAMP, floorplan=5),
+        "pen cannot be given the treatment 'heat'": replace(
+            goal, task_type="pick_heat_then_place", object_type="pen"
+        ),
+        "sentence 'put some creditcard in diningtable.' is neither": replace(
+            goal, text="put some creditcard in diningtable."
+        ),
+    }
+    for reason, unsupported in cases.items():
+        assert unsupported_reason(unsupported).startswith(reason), reason
+    with pytest.raises(ValueError, match="floorplan numbers"):
+        room_of(31)
+
+
+@pytest.mark.parametrize("split", ["train", "eval"])
+def test_every_scene_is_solvable_and_its_floorplan_is_shared(split: str) -> None:
+    rooms: dict[int, tuple[str, ...]] = {}
+    for index in range(len(official_goals(split))):
+        s = scene(split, index)
+        assert s.receptacles == floorplan(s.floorplan) == rooms.setdefault(s.floorplan, s.receptacles)
         held = [obj for obj, _ in s.placements if kind_of(obj) == s.goal.object_type]
         assert len(held) >= s.goal.count
         assert all(kind_of(host) != s.goal.target_type for obj, host in s.placements if obj in held)
         assert all(host in s.receptacles for _, host in s.placements)
         kinds = {kind_of(r) for r in s.receptacles}
-        assert s.goal.target_type in kinds | {LAMP}
-        verb = s.goal.task_type.split("_")[1]
-        assert verb not in TREATMENT_APPLIANCES or kinds & set(TREATMENT_APPLIANCES[verb])
+        if s.goal.task_type == "look_at_obj_in_light":
+            assert s.room in LOOK_ROOMS and kinds & set(LAMP_HOSTS)
+            assert any(kind_of(obj) == LAMP for obj, _ in s.placements)
+        else:
+            assert s.goal.target_type in kinds
+        treatment = TREATMENTS.get(s.goal.task_type)
+        assert treatment is None or kinds & set(TREATMENT_APPLIANCES[treatment])
+        assert treatment is None or OBJECT_TYPES[s.goal.object_type].can(treatment)
 
 
 def test_seeds_map_to_train_and_eval_scenes_deterministically() -> None:
@@ -343,8 +444,8 @@ class Expert:
         try:
             for _ in range(goal.count):
                 obj = self.fetch(goal.object_type, exclude=target)
-                verb = goal.task_type.split("_")[1]
-                if verb in TREATMENT_APPLIANCES:
+                verb = TREATMENTS.get(goal.task_type)
+                if verb is not None:
                     appliance = next(r for r in self.receptacles if kind_of(r) in TREATMENT_APPLIANCES[verb])
                     self.visit(appliance)
                     self.send(f"{verb} {obj} with {appliance}")

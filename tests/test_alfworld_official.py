@@ -22,7 +22,8 @@ from comprl.envs.alfworld.official import (
     export_pddl_game,
     make_engine,
 )
-from comprl.envs.alfworld.scenes import RECEPTACLE_TYPES, TASK_TYPES, Scene, kind_of, scene
+from comprl.envs.alfworld.goals import TASK_TYPES
+from comprl.envs.alfworld.scenes import RECEPTACLE_TYPES, Scene, kind_of, scene
 from comprl.envs.base import EVAL_SEED_OFFSET
 
 WALK_STEPS = 20

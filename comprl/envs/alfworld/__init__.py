@@ -1,1 +1,2 @@
-"""ALFWorld: the built-in household simulator and its scenes, and the adapter to alfworld's own engine (extra)."""
+"""ALFWorld: the official goal lists, the built-in household simulator that plays them, and the adapter to
+alfworld's own engine (extra)."""

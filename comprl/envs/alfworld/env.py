@@ -1,8 +1,10 @@
 """ALFWorld built in: a pure-Python household simulator with ALFWorld's commands, texts and six task types.
 
-``comprl/ALFWorld-v0`` plays a procedurally generated room (`comprl.envs.alfworld.scenes`): a kitchen,
-bathroom, bedroom or living room with numbered receptacles and objects, and one goal. The first observation
-reads like ALFWorld's::
+``comprl/ALFWorld-v0`` plays the official ALFWorld goals (`comprl.envs.alfworld.goals`: the paper's 1,466
+training goals and ALFWorld's 134 out-of-distribution ones), each set in a generated room of its official
+floorplan's type (`comprl.envs.alfworld.scenes`): a kitchen, bathroom, bedroom or living room with numbered
+receptacles and objects. The goal sentence is the official game's. The first observation reads like
+ALFWorld's::
 
     -= Welcome to TextWorld, ALFRED! =-
 
@@ -13,7 +15,7 @@ reads like ALFWorld's::
 Commands (lower-case, names as printed, e.g. "mug 1", "countertop 2"):
 
 - ``go to R``: walk to receptacle R and see it ("You arrive at R. On the R, you see a mug 1, and a fork 2.");
-  a closed openable receptacle (cabinet, drawer, fridge, microwave, safe, laundryhamper) hides its contents
+  a closed openable receptacle (cabinet, drawer, fridge, microwave, safe) hides its contents
   until ``open R`` ("You open the R. The R is open. In it, you see ..."); ``close R`` closes it again;
 - ``take O from R`` (hands hold one object), ``move O to R`` (``put O in R`` / ``put O on R`` /
   ``put O in/on R`` are accepted aliases of it);
@@ -39,17 +41,21 @@ the episode at `max_turns` without success (whatever that step was, a command or
 every other step. ALFWorld's goals cannot fail earlier, so -1 is only given at truncation.
 
 Seeds (``split`` argument): ``"auto"`` (default, the registered id) maps ``reset(seed=s)`` with
-``s < EVAL_SEED_OFFSET`` to training scene ``s mod 1466`` and ``s >= EVAL_SEED_OFFSET`` (the training loop's
-evaluation seeds) to out-of-distribution evaluation scene ``(s - EVAL_SEED_OFFSET) mod 134``; ``"train"``
+``s < EVAL_SEED_OFFSET`` to training scene ``s mod 1466`` (official training goal ``s mod 1466``, the ``id`` of
+``rl_train.jsonl``) and ``s >= EVAL_SEED_OFFSET`` (the training loop's evaluation seeds) to evaluation scene
+``(s - EVAL_SEED_OFFSET) mod 134`` (the ``id`` of ``test.jsonl``, ALFWorld's ``valid_unseen``); ``"train"``
 and ``"eval"`` map every seed to ``s mod`` their size. ``task`` restricts scenes to one task type (``"all"``
 keeps every scene): the seed then indexes that type's scenes of the split. ``seed=None`` draws a scene from
 the env's generator. ``reset(options={"scene": Scene})`` plays a hand-built scene.
 
 Deviations from ALFWorld (alfworld 0.4, TextWorld PDDL engine), all deliberate:
 
-- Scenes are synthetic (`comprl.envs.alfworld.scenes`), not the ALFRED floorplans and trajectories: room
-  layouts, object placement and goals are drawn from hand-written tables of plausible receptacles and
-  objects. Out of distribution means unseen floorplans, as ``valid_unseen`` is unseen ALFRED scenes.
+- Goals are the official ones (task type, object, target, sentence, floorplan number; every one of the
+  1,600 is expressible, `comprl.envs.alfworld.scenes.unsupported_games`), but rooms are generated: the
+  receptacle set and numbering and the objects and their starting places are drawn from hand-written tables
+  (`comprl.envs.alfworld.scenes`), not taken from the ALFRED trial, which the goal lists do not record. Out
+  of distribution means the unseen ``valid_unseen`` floorplans, as in ALFWorld.
+- Any object fits in any receptacle (ALFWorld limits some pairs with ``canContain``).
 - No slicing (no ``slice`` command, no sliced objects), no floor lamps, one desk lamp per bedroom and
   living room; ``examine O`` never reports states; heating clears "cool" and cooling clears "hot".
 - ``put`` aliases answer with the ``move`` sentence; ``look`` when not at a receptacle repeats the room
@@ -69,12 +75,13 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from comprl.envs.alfworld.goals import TASK_TYPES
 from comprl.envs.alfworld.scenes import (
-    APPLIANCES,
     LAMP,
     OBJECT_TYPES,
     RECEPTACLE_TYPES,
-    TASK_TYPES,
+    TREATMENT_APPLIANCES,
+    TREATMENTS,
     Goal,
     Scene,
     kind_of,
@@ -132,10 +139,6 @@ HELP_TEXT = (
 
 _VERB_FEEDBACK = {"heat": "You heat the {o} using the {r}.", "cool": "You cool the {o} using the {r}.",
                   "clean": "You clean the {o} using the {r}."}
-TREATMENT_APPLIANCES = {"heat": APPLIANCES["pick_heat_then_place"], "cool": APPLIANCES["pick_cool_then_place"],
-                        "clean": ("sinkbasin",)}
-"""Where each treatment works; ALFWorld's CleanObject action takes only a sink basin."""
-_GOAL_STATE = {"pick_clean_then_place": "clean", "pick_heat_then_place": "heat", "pick_cool_then_place": "cool"}
 
 
 def listing(names: list[str] | tuple[str, ...]) -> str:
@@ -389,9 +392,7 @@ class AlfWorldTextEnv(TextEnv):
 
     def _can(self, verb: str, o: str) -> bool:
         kind = OBJECT_TYPES.get(kind_of(o))
-        if kind is None:
-            return False
-        return {"heat": kind.heatable, "cool": kind.coolable, "clean": kind.cleanable}[verb]
+        return kind is not None and kind.can(verb)
 
     def _goal_reached(self) -> bool:
         goal = self.goal
@@ -399,7 +400,7 @@ class AlfWorldTextEnv(TextEnv):
             here = self._location
             return (self._holding is not None and kind_of(self._holding) == goal.object_type and here is not None
                     and any(lamp in self._lamps_on for lamp in self._contents[here]))
-        state = _GOAL_STATE.get(goal.task_type)
+        state = TREATMENTS.get(goal.task_type)
         for name, items in self._contents.items():
             if kind_of(name) != goal.target_type:
                 continue

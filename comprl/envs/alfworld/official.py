@@ -25,8 +25,10 @@ Export choices (so the two engines agree as far as ALFWorld's PDDL domain allows
 - the goal is ALFWorld's own PDDL goal of the task type (``alfworld/gen/goal_library.py``), written here.
 
 Agreement with the engine (alfworld 0.4.2, textworld 1.7.0): along seeded random walks of 20 admissible
-commands from 48 training scenes (8 per task type), both list the same admissible commands at all 960 steps
-and agree on win and done; `expert_plan` wins in both on exactly its last command. The cross-check brought
+commands from 72 scenes of the official goals (8 training and 2 evaluation scenes per task type, and 12
+training scenes with a cart, ottoman, bathtub basin, glass bottle, watering can or a kettle to clean), both
+list the same admissible commands at all 1,440 steps and agree on win and done; `expert_plan` wins in both on
+exactly its last command in all 72. The cross-check brought
 our simulator in line with the engine on four points: cleaning only in a sink basin, heat/cool/clean listed
 at a closed appliance, ``examine O`` only for the object held, and a desk lamp once switched on counting as
 on. Texts are compared by their first sentence and the things they list (the engine orders contents its own
@@ -44,11 +46,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from comprl.envs.alfworld.env import DEFAULT_MAX_TURNS, TREATMENT_APPLIANCES, AlfWorldTextEnv
+from comprl.envs.alfworld.env import DEFAULT_MAX_TURNS, AlfWorldTextEnv
+from comprl.envs.alfworld.goals import OFFICIAL_TASK_TYPES
 from comprl.envs.alfworld.scenes import (
     LAMP,
     OBJECT_TYPES,
     RECEPTACLE_TYPES,
+    TREATMENT_APPLIANCES,
+    TREATMENTS,
     Scene,
     kind_of,
 )
@@ -75,16 +80,6 @@ SPLIT_CHOICES = ("auto", *SPLIT_FOLDERS)
 EXPECTED_LAYOUT = f"${DATA_ENV_VAR}/{DATA_VERSION}/{{train,valid_seen,valid_unseen}}/<task>/<trial>/" + (
     "{traj_data.json,game.tw-pddl}"
 )
-
-OFFICIAL_TASK_TYPES = {
-    "pick_and_place_simple": "pick_and_place_simple",
-    "pick_two_obj_and_place": "pick_two_obj_and_place",
-    "pick_clean_then_place": "pick_clean_then_place_in_recep",
-    "pick_heat_then_place": "pick_heat_then_place_in_recep",
-    "pick_cool_then_place": "pick_cool_then_place_in_recep",
-    "look_at_obj_in_light": "look_at_obj_in_light",
-}
-"""comprl's short task type names and ALFWorld's directory names for them."""
 
 _KNOWN_VERBS = re.compile(
     r"(go to|open|close|take|move|put|heat|cool|clean|slice|use|examine|toggle) .+|inventory|look|help"
@@ -231,15 +226,15 @@ def expert_plan(scene: Scene) -> list[str]:
             plan.append(f"go to {host_of[lamp]}")
         plan.append(f"use {lamp}")
         return plan
-    verb = {"pick_clean_then_place": "clean", "pick_heat_then_place": "heat", "pick_cool_then_place": "cool"}
+    treatment = TREATMENTS.get(goal.task_type)
     target = next(r for r in scene.receptacles if kind_of(r) == goal.target_type)
     for obj in candidates[: goal.count]:
         go_and_open(host_of[obj])
         plan.append(f"take {obj} from {host_of[obj]}")
-        if goal.task_type in verb:
-            appliance = next(r for r in scene.receptacles if kind_of(r) in TREATMENT_APPLIANCES[verb[goal.task_type]])
+        if treatment is not None:
+            appliance = next(r for r in scene.receptacles if kind_of(r) in TREATMENT_APPLIANCES[treatment])
             go_and_open(appliance)
-            plan.append(f"{verb[goal.task_type]} {obj} with {appliance}")
+            plan.append(f"{treatment} {obj} with {appliance}")
         go_and_open(target)
         plan.append(f"move {obj} to {target}")
     return plan
@@ -284,7 +279,7 @@ def export_pddl_game(scene_or_env: Scene | AlfWorldTextEnv, folder: str | os.Pat
             "mrecep_target": "",
             "object_sliced": False,
         },
-        "scene": {"room": scene.room, "floorplan": scene.floorplan},
+        "scene": {"room": scene.room, "floorplan": scene.floorplan, "official_game": scene.game},
         "turk_annotations": {"anns": [{"task_desc": goal_text}]},
         "comprl_generated": True,
     }

@@ -1,75 +1,75 @@
-"""Procedural ALFWorld-style household scenes and goals for `comprl.envs.alfworld.env`.
+"""ALFWorld scenes for `comprl.envs.alfworld.env`: the official goals, each set in a generated room.
 
-A *floorplan* fixes a room type and its receptacles ("cabinet 1" ... "fridge 1"); a *scene* places numbered
-objects ("mug 1", "mug 2") on a floorplan's receptacles and sets one goal of a task type. Everything is drawn
+Scene i of a split plays official goal i of that split (`comprl.envs.alfworld.goals`): the task type, the
+object type, the target receptacle type (or the desk lamp), the goal sentence and the ALFRED floorplan number
+are the official game's, and the floorplan number fixes the room type (1-30 kitchen, 201-230 living room,
+301-330 bedroom, 401-430 bathroom). So the training split is the 1,466 official training goals on their 108
+floorplans, and the evaluation split the 134 out-of-distribution goals on the four ``valid_unseen``
+floorplans (10, 219, 308, 424) that no training goal uses: out of distribution the way ALFWorld's is, unseen
+rooms with a shared vocabulary.
+
+The room is generated, since the lists carry no layout. A floorplan's receptacles are drawn from per-room
+tables (`ROOM_LAYOUTS`) with a generator seeded by the floorplan number, then completed, one instance each,
+with every receptacle type that an official goal set in that floorplan needs and the draw left out (its
+target, the appliance of its treatment, a place where its object may start, a table for the lamp), so all
+scenes of one floorplan share one room. A scene then places numbered objects ("mug 1", "mug 2"): 1 to 3 of
+the goal's object type (2 or 3 for pick_two_obj_and_place), never in a receptacle of the target type, and 6
+to 12 other types that occur in that room; bedrooms and living rooms get a desk lamp. Everything is drawn
 from numpy generators seeded with fixed integer tuples, so scenes are the same in every process.
 
-Splits. The training split has `TRAIN_SIZE` (1,466) scenes and the evaluation split `EVAL_SIZE` (134), with
-exactly the task-type counts of the official ALFWorld goal lists (`TRAIN_TASK_COUNTS`, `EVAL_TASK_COUNTS`).
-Each room type has `FLOORPLANS_PER_ROOM` floorplans; training scenes use only floorplans outside
-`EVAL_FLOORPLANS` and evaluation scenes only those inside it. So the evaluation split is out of distribution
-the way ALFWorld's ``valid_unseen`` is: its room layouts (receptacle sets and numbering) never occur in
-training, while the object and receptacle vocabularies are shared.
-
-Goals are solvable by construction: the goal object (two of them for pick_two_obj_and_place) sits in an
-existing receptacle, the target receptacle type and the appliance the task needs (microwave, fridge, a basin,
-a desk lamp) exist, and no goal object starts in a receptacle of the target type.
+What the simulator can express. `unsupported_reason` says why an official goal could not be played (an object
+or receptacle type the tables lack, an object its task cannot clean, heat or cool, a light other than the desk
+lamp, a look_at_obj_in_light goal in a room without one, a sentence no template of its task type produces);
+`unsupported_games` lists them per split. With the tables below no official goal is unsupported: 1,466 of
+1,466 training goals and 134 of 134 evaluation goals play (``tests/test_alfworld.py`` checks it). Four types
+and one skill were added for the official goals: the receptacles cart (18 training goals) and ottoman (13), the
+objects glassbottle (6) and wateringcan (1), and a cleanable kettle (19; ALFWorld's ``VAL_ACTION_OBJECTS``
+lists it). What no scene reproduces is the official game's room: ALFRED's receptacle set and numbering, the
+trial's objects and where they start (the lists do not record them); ALFWorld's per-receptacle ``canContain``
+limits are not modelled either (any object fits in any receptacle).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
 
 import numpy as np
 
-TASK_TYPES: tuple[str, ...] = (
-    "pick_and_place_simple",
-    "pick_two_obj_and_place",
-    "pick_clean_then_place",
-    "pick_heat_then_place",
-    "pick_cool_then_place",
-    "look_at_obj_in_light",
-)
-"""ALFWorld's six task types (short names; the official directories add ``_in_recep`` to three of them)."""
+from comprl.envs.alfworld.goals import SPLITS, OfficialGoal, official_goals
 
-TRAIN_TASK_COUNTS = MappingProxyType(
-    {
-        "pick_and_place_simple": 322,
-        "pick_two_obj_and_place": 354,
-        "pick_clean_then_place": 269,
-        "pick_cool_then_place": 212,
-        "pick_heat_then_place": 186,
-        "look_at_obj_in_light": 123,
-    }
-)
-"""Training scenes per task type (ALFWorld's 1,466 training goals)."""
-
-EVAL_TASK_COUNTS = MappingProxyType(
-    {
-        "pick_clean_then_place": 31,
-        "pick_heat_then_place": 23,
-        "pick_and_place_simple": 24,
-        "pick_cool_then_place": 21,
-        "look_at_obj_in_light": 18,
-        "pick_two_obj_and_place": 17,
-    }
-)
-"""Evaluation scenes per task type (ALFWorld's 134 out-of-distribution goals)."""
-
-TRAIN_SIZE = sum(TRAIN_TASK_COUNTS.values())
-EVAL_SIZE = sum(EVAL_TASK_COUNTS.values())
-SPLITS = ("train", "eval")
-
-ROOMS: tuple[str, ...] = ("kitchen", "bathroom", "bedroom", "living room")
+_ROOM_BY_HUNDREDS = MappingProxyType({0: "kitchen", 2: "living room", 3: "bedroom", 4: "bathroom"})
 FLOORPLANS_PER_ROOM = 30
-EVAL_FLOORPLANS: frozenset[int] = frozenset({10, 19, 28})
-"""Floorplan numbers (1..30, per room type) held out for the evaluation split."""
+"""ALFRED has 30 floorplans of each room type, numbered 1-30, 201-230, 301-330 and 401-430."""
 
 LAMP = "desklamp"
 """The light for look_at_obj_in_light: a fixed object (never taken) standing on a desk, side table or dresser."""
 LAMP_HOSTS: tuple[str, ...] = ("desk", "sidetable", "dresser")
+LOOK_ROOMS: tuple[str, ...] = ("bedroom", "living room")
+"""The room types whose scenes have a desk lamp (ALFWorld sets look_at_obj_in_light only in these)."""
+
+TREATMENTS = MappingProxyType(
+    {"pick_clean_then_place": "clean", "pick_heat_then_place": "heat", "pick_cool_then_place": "cool"}
+)
+"""The treatment each task type asks for before placing its object."""
+TREATMENT_APPLIANCES = MappingProxyType({"heat": ("microwave",), "cool": ("fridge",), "clean": ("sinkbasin",)})
+"""Where each treatment works, as ALFWorld's HeatObject, CoolObject and CleanObject actions allow."""
+
+GOAL_TEMPLATES = MappingProxyType(
+    {
+        "pick_and_place_simple": ("put a {o} in {r}.", "put some {o} on {r}."),
+        "pick_two_obj_and_place": ("put two {o} in {r}.", "find two {o} and put them in {r}."),
+        "pick_clean_then_place": ("put a clean {o} in {r}.", "clean some {o} and put it in {r}."),
+        "pick_heat_then_place": ("put a hot {o} in {r}.", "heat some {o} and put it in {r}."),
+        "pick_cool_then_place": ("put a cool {o} in {r}.", "cool some {o} and put it in {r}."),
+        "look_at_obj_in_light": ("look at {o} under the {r}.", "examine the {o} with the {r}."),
+    }
+)
+"""ALFWorld's two goal sentences per task type (``alfworld/gen/goal_library.py``), ending with the period the
+games add. The preposition belongs to the wording, not to the receptacle: "put some X on Y" and "put a X in Y"
+whatever Y is."""
 
 _SEED_TAG = 0xA1F0
 """First word of every generator seed in this module, so its streams differ from other comprl modules'."""
@@ -77,11 +77,22 @@ _SEED_TAG = 0xA1F0
 
 @dataclass(frozen=True)
 class ReceptacleType:
-    """A kind of receptacle: whether it opens and closes, and the preposition goals use with it."""
+    """A kind of receptacle and whether it opens and closes (hiding its contents while closed)."""
 
     name: str
     openable: bool
-    preposition: str
+
+
+_OPENABLE = ("cabinet", "drawer", "fridge", "microwave", "safe")
+_OPEN = (
+    "countertop diningtable coffeemachine sinkbasin bathtubbasin stoveburner garbagecan shelf sidetable desk "
+    "dresser bed sofa armchair coffeetable tvstand toilet towelholder handtowelholder toiletpaperhanger "
+    "laundryhamper cart ottoman"
+)
+RECEPTACLE_TYPES = MappingProxyType(
+    {name: ReceptacleType(name, name in _OPENABLE) for name in (*_OPENABLE, *_OPEN.split())}
+)
+"""Receptacle types by name; the openable ones are ALFWorld's (``OPENABLE_CLASS_LIST`` less the box)."""
 
 
 @dataclass(frozen=True)
@@ -95,24 +106,10 @@ class ObjectType:
     heatable: bool
     coolable: bool
 
+    def can(self, treatment: str) -> bool:
+        """Whether this object can be given `treatment` ("clean", "heat" or "cool")."""
+        return {"clean": self.cleanable, "heat": self.heatable, "cool": self.coolable}[treatment]
 
-def _receptacles(spec: str) -> dict[str, ReceptacleType]:
-    kinds = {}
-    for entry in spec.split():
-        name, flags = entry.split(":")
-        kinds[name] = ReceptacleType(name, openable="o" in flags, preposition="in" if "i" in flags else "on")
-    return kinds
-
-
-RECEPTACLE_TYPES = MappingProxyType(
-    _receptacles(
-        "cabinet:oi drawer:oi fridge:oi microwave:oi safe:oi countertop:n diningtable:n coffeemachine:i "
-        "sinkbasin:i bathtubbasin:i stoveburner:n garbagecan:i shelf:n sidetable:n desk:n dresser:n bed:n "
-        "sofa:n armchair:n coffeetable:n tvstand:n toilet:n towelholder:n handtowelholder:n "
-        "toiletpaperhanger:n laundryhamper:i"
-    )
-)
-"""Receptacle types by name; flags: ``o`` openable, ``i`` goals say "in" (else "on")."""
 
 _K, _BA, _BE, _L = ("kitchen",), ("bathroom",), ("bedroom",), ("living room",)
 
@@ -145,7 +142,7 @@ OBJECT_TYPES = MappingProxyType(
             _object("bowl", _K + _BE + _L, _KITCHEN_DISH + " desk dresser coffeetable", "wc"),
             _object("pan", _K, "countertop diningtable stoveburner cabinet fridge sinkbasin", "wc"),
             _object("pot", _K, "countertop diningtable stoveburner cabinet fridge sinkbasin", "wc"),
-            _object("kettle", _K, "countertop stoveburner cabinet shelf"),
+            _object("kettle", _K, "countertop stoveburner cabinet shelf", "w"),
             _object("winebottle", _K, "countertop diningtable cabinet fridge shelf", "c"),
             _object("butterknife", _K, _CUTLERY, "w"),
             _object("knife", _K, _CUTLERY, "w"),
@@ -154,6 +151,7 @@ OBJECT_TYPES = MappingProxyType(
             _object("spatula", _K, _CUTLERY, "w"),
             _object("ladle", _K, _CUTLERY, "w"),
             _object("dishsponge", _K + _BA, "countertop sinkbasin drawer cabinet garbagecan", "w"),
+            _object("glassbottle", _K, "countertop diningtable cabinet fridge shelf"),
             _object("saltshaker", _K, "countertop diningtable cabinet drawer shelf"),
             _object("peppershaker", _K, "countertop diningtable cabinet drawer shelf"),
             _object("soapbottle", _K + _BA, "countertop cabinet shelf garbagecan toilet drawer"),
@@ -181,12 +179,15 @@ OBJECT_TYPES = MappingProxyType(
             _object("statue", _L, "coffeetable sidetable shelf tvstand dresser diningtable"),
             _object("vase", _L, "coffeetable sidetable shelf tvstand dresser cabinet"),
             _object("watch", _L, "coffeetable sidetable shelf dresser drawer safe"),
+            _object("wateringcan", _L, "sidetable coffeetable shelf dresser cabinet drawer"),
             _object("newspaper", _L, "sofa armchair coffeetable sidetable diningtable"),
             _object("box", _L, "sofa armchair coffeetable sidetable dresser shelf"),
         )
     }
 )
-"""Portable object types by name; skills: ``w`` cleanable, ``h`` heatable, ``c`` coolable."""
+"""Portable object types by name; skills: ``w`` cleanable, ``h`` heatable, ``c`` coolable (exactly ALFWorld's
+``VAL_ACTION_OBJECTS`` for unsliced objects). ``rooms`` and ``places`` say where an object is a distractor and where
+it may start; an official goal's object is placed in its goal's floorplan whatever its ``rooms``."""
 
 ROOM_LAYOUTS = MappingProxyType(
     {
@@ -198,52 +199,23 @@ ROOM_LAYOUTS = MappingProxyType(
         "bathroom": (
             ("cabinet", 1, 4), ("countertop", 1, 1), ("sinkbasin", 1, 2), ("toilet", 1, 1), ("towelholder", 0, 1),
             ("handtowelholder", 0, 2), ("toiletpaperhanger", 1, 1), ("bathtubbasin", 0, 1), ("garbagecan", 1, 1),
-            ("drawer", 0, 4), ("shelf", 0, 2),
+            ("drawer", 0, 4), ("shelf", 0, 2), ("cart", 0, 1),
         ),
         "bedroom": (
             ("bed", 1, 1), ("desk", 0, 1), ("sidetable", 1, 2), ("dresser", 0, 1), ("drawer", 2, 8), ("shelf", 0, 4),
             ("garbagecan", 1, 1), ("safe", 0, 1), ("laundryhamper", 0, 1), ("armchair", 0, 1),
+            ("ottoman", 0, 1),
         ),
         "living room": (
             ("sofa", 1, 1), ("armchair", 0, 2), ("coffeetable", 1, 2), ("sidetable", 1, 3), ("tvstand", 0, 1),
             ("drawer", 0, 6), ("cabinet", 0, 4), ("shelf", 0, 3), ("garbagecan", 1, 1), ("safe", 0, 1),
-            ("diningtable", 0, 1), ("dresser", 0, 1),
+            ("diningtable", 0, 1), ("dresser", 0, 1), ("ottoman", 0, 1),
         ),
     }
 )
-"""Per room type: (receptacle type, fewest, most) instances in one of its floorplans."""
-
-TASK_ROOMS = MappingProxyType(
-    {
-        "pick_and_place_simple": ROOMS,
-        "pick_two_obj_and_place": ROOMS,
-        "pick_clean_then_place": ("kitchen", "bathroom"),
-        "pick_heat_then_place": ("kitchen",),
-        "pick_cool_then_place": ("kitchen",),
-        "look_at_obj_in_light": ("bedroom", "living room"),
-    }
-)
-"""The room types whose floorplans can host each task type."""
-
-APPLIANCES = MappingProxyType(
-    {
-        "pick_clean_then_place": ("sinkbasin", "bathtubbasin"),
-        "pick_heat_then_place": ("microwave",),
-        "pick_cool_then_place": ("fridge",),
-    }
-)
-"""The receptacle types that clean, heat and cool; never a target of the task type that needs them."""
-
-_GOAL_TEMPLATES = MappingProxyType(
-    {
-        "pick_and_place_simple": ("put a {o} {p} {r}.", "put some {o} {p} {r}."),
-        "pick_two_obj_and_place": ("put two {o} {p} {r}.", "find two {o} and put them {p} {r}."),
-        "pick_clean_then_place": ("put a clean {o} {p} {r}.", "clean some {o} and put it {p} {r}."),
-        "pick_heat_then_place": ("put a hot {o} {p} {r}.", "heat some {o} and put it {p} {r}."),
-        "pick_cool_then_place": ("put a cool {o} {p} {r}.", "cool some {o} and put it {p} {r}."),
-        "look_at_obj_in_light": ("look at {o} under the {r}.", "examine the {o} with the {r}."),
-    }
-)
+"""Per room type: (receptacle type, fewest, most) instances in one of its floorplans, before `floorplan` adds
+what the floorplan's official goals need. Every kitchen has a microwave, a fridge and a sink basin, every bathroom
+a sink basin, and every bedroom and living room a side table for the desk lamp."""
 
 
 @dataclass(frozen=True)
@@ -272,6 +244,8 @@ class Scene:
     placements: tuple[tuple[str, str], ...]
     """(object name, receptacle name) pairs, in the order a receptacle lists its contents."""
     goal: Goal
+    game: str = ""
+    """The official ALFWorld game whose goal this scene plays (`OfficialGoal.game`); "" for a hand-built scene."""
 
 
 def kind_of(name: str) -> str:
@@ -280,114 +254,125 @@ def kind_of(name: str) -> str:
 
 
 def goal_text(task_type: str, object_type: str, target_type: str, variant: int) -> str:
-    """The goal sentence of `task_type` in wording `variant` (0 or 1)."""
-    preposition = "" if task_type == "look_at_obj_in_light" else RECEPTACLE_TYPES[target_type].preposition
-    return _GOAL_TEMPLATES[task_type][variant].format(o=object_type, p=preposition, r=target_type)
+    """The goal sentence of `task_type` in wording `variant` (0 or 1) of `GOAL_TEMPLATES`."""
+    return GOAL_TEMPLATES[task_type][variant].format(o=object_type, r=target_type)
+
+
+def room_of(floorplan_number: int) -> str:
+    """The room type of ALFRED floorplan `floorplan_number` (see `FLOORPLANS_PER_ROOM`)."""
+    room = _ROOM_BY_HUNDREDS.get(floorplan_number // 100)
+    if room is None or not 1 <= floorplan_number % 100 <= FLOORPLANS_PER_ROOM:
+        raise ValueError(
+            f"ALFRED floorplan numbers are 1-30, 201-230, 301-330 and 401-430; got {floorplan_number}"
+        )
+    return room
+
+
+def unsupported_reason(goal: OfficialGoal) -> str | None:
+    """Why the simulator cannot play official goal `goal`, or None when it can."""
+    kind = OBJECT_TYPES.get(goal.object_type)
+    if kind is None:
+        return f"no object type {goal.object_type!r}"
+    if goal.task_type == "look_at_obj_in_light":
+        if goal.target_type != LAMP:
+            return f"no light {goal.target_type!r} (the simulator's only light is the {LAMP})"
+        if room_of(goal.floorplan) not in LOOK_ROOMS:
+            return f"no {LAMP} in a {room_of(goal.floorplan)} (only in {' and '.join(LOOK_ROOMS)} scenes)"
+    elif goal.target_type not in RECEPTACLE_TYPES:
+        return f"no receptacle type {goal.target_type!r}"
+    treatment = TREATMENTS.get(goal.task_type)
+    if treatment is not None and not kind.can(treatment):
+        return f"{goal.object_type} cannot be given the treatment {treatment!r}"
+    wordings = [goal_text(goal.task_type, goal.object_type, goal.target_type, v) for v in (0, 1)]
+    if goal.text not in wordings:
+        return f"sentence {goal.text!r} is neither {wordings[0]!r} nor {wordings[1]!r}"
+    return None
+
+
+def unsupported_games(split: str) -> dict[str, str]:
+    """Official game -> why the simulator cannot play it, for every such goal of `split` (empty: all play)."""
+    return {
+        goal.game: reason
+        for goal in official_goals(split)
+        if (reason := unsupported_reason(goal)) is not None
+    }
+
+
+def _needs(goal: OfficialGoal) -> Iterator[tuple[str, ...]]:
+    """The receptacle types `goal` needs in its floorplan, each as alternatives (any one of them will do)."""
+    places = OBJECT_TYPES[goal.object_type].places
+    if goal.task_type == "look_at_obj_in_light":
+        yield LAMP_HOSTS
+        yield places
+        return
+    yield (goal.target_type,)
+    yield tuple(place for place in places if place != goal.target_type)
+    treatment = TREATMENTS.get(goal.task_type)
+    if treatment is not None:
+        yield TREATMENT_APPLIANCES[treatment]
 
 
 @lru_cache(maxsize=None)
-def floorplan(room: str, number: int) -> tuple[str, ...]:
-    """The receptacle names of floorplan `number` (1..30) of `room`, in a fixed shuffled order."""
-    if room not in ROOM_LAYOUTS:
-        raise ValueError(f"unknown room type {room!r}; accepted: {', '.join(ROOMS)}")
-    if not 1 <= number <= FLOORPLANS_PER_ROOM:
-        raise ValueError(f"floorplan number must be in 1..{FLOORPLANS_PER_ROOM}, got {number}")
-    rng = np.random.default_rng([_SEED_TAG, 1, ROOMS.index(room), number])
-    names = [
-        f"{kind} {n}"
-        for kind, fewest, most in ROOM_LAYOUTS[room]
-        for n in range(1, int(rng.integers(fewest, most + 1)) + 1)
-    ]
+def _goals_by_floorplan() -> MappingProxyType[int, tuple[OfficialGoal, ...]]:
+    grouped: dict[int, list[OfficialGoal]] = {}
+    for split in SPLITS:
+        for goal in official_goals(split):
+            if unsupported_reason(goal) is None:
+                grouped.setdefault(goal.floorplan, []).append(goal)
+    return MappingProxyType({number: tuple(goals) for number, goals in grouped.items()})
+
+
+@lru_cache(maxsize=None)
+def floorplan(number: int) -> tuple[str, ...]:
+    """The receptacle names of ALFRED floorplan `number`, in a fixed shuffled order (see the module doc)."""
+    rng = np.random.default_rng([_SEED_TAG, 1, number])
+    counts = {kind: int(rng.integers(fewest, most + 1)) for kind, fewest, most in ROOM_LAYOUTS[room_of(number)]}
+    for goal in _goals_by_floorplan().get(number, ()):
+        for alternatives in _needs(goal):
+            if not any(counts.get(kind, 0) for kind in alternatives):
+                counts[alternatives[0]] = 1
+    names = [f"{kind} {n}" for kind, count in counts.items() for n in range(1, count + 1)]
     return tuple(names[i] for i in rng.permutation(len(names)))
 
 
 @lru_cache(maxsize=None)
 def split_task_types(split: str) -> tuple[str, ...]:
-    """The task type of every scene of `split`, by index: the split's exact counts in a fixed shuffled order."""
-    counts = _split_counts(split)
-    types = [task for task in TASK_TYPES for _ in range(counts[task])]
-    order = np.random.default_rng([_SEED_TAG, 2, SPLITS.index(split)]).permutation(len(types))
-    return tuple(types[i] for i in order)
+    """The task type of every scene of `split`, by index (the official list's, in its order)."""
+    return tuple(goal.task_type for goal in official_goals(split))
 
 
 def split_size(split: str) -> int:
-    """The number of scenes in `split`."""
-    return sum(_split_counts(split).values())
-
-
-def _split_counts(split: str) -> MappingProxyType[str, int]:
-    if split not in SPLITS:
-        raise ValueError(f"unknown ALFWorld split {split!r}; accepted: {', '.join(SPLITS)}")
-    return TRAIN_TASK_COUNTS if split == "train" else EVAL_TASK_COUNTS
-
-
-_MAX_DRAWS = 200
-"""Floorplan/goal draws before `scene` gives up (a few suffice in practice; the tests build every scene)."""
+    """The number of scenes in `split`: the length of its official list."""
+    return len(official_goals(split))
 
 
 @lru_cache(maxsize=4096)
 def scene(split: str, index: int) -> Scene:
-    """Scene `index` (0-based, below `split_size(split)`) of `split`."""
-    task_types = split_task_types(split)
-    if not 0 <= index < len(task_types):
-        raise ValueError(f"{split} scene index must be in 0..{len(task_types) - 1}, got {index}")
-    task_type = task_types[index]
-    plans = [n for n in range(1, FLOORPLANS_PER_ROOM + 1) if (n in EVAL_FLOORPLANS) == (split == "eval")]
-    rng = np.random.default_rng([_SEED_TAG, 3, SPLITS.index(split), index])
-    for _ in range(_MAX_DRAWS):
-        room = TASK_ROOMS[task_type][int(rng.integers(len(TASK_ROOMS[task_type])))]
-        number = plans[int(rng.integers(len(plans)))]
-        built = _build_scene(rng, task_type, room, number)
-        if built is not None:
-            return built
-    raise RuntimeError(f"no solvable {task_type} scene found for {split} scene {index}")
+    """Scene `index` (0-based, below `split_size(split)`) of `split`: official goal `index`, set in its room."""
+    goals = official_goals(split)
+    if not 0 <= index < len(goals):
+        raise ValueError(f"{split} scene index must be in 0..{len(goals) - 1}, got {index}")
+    official = goals[index]
+    reason = unsupported_reason(official)
+    if reason is not None:
+        raise ValueError(f"official {split} goal {index} ({official.game}) cannot be played here: {reason}")
+    return _build_scene(np.random.default_rng([_SEED_TAG, 3, SPLITS.index(split), index]), official)
 
 
-def _goal_options(task_type: str, room: str, present: set[str]) -> list[tuple[str, str]]:
-    """(object type, target type) pairs that make a solvable goal in a room with receptacle types `present`."""
-    appliances = APPLIANCES.get(task_type, ())
-    if appliances and not present.intersection(appliances):
-        return []
-    if task_type == "look_at_obj_in_light" and not present.intersection(LAMP_HOSTS):
-        return []
-    options = []
-    for kind in OBJECT_TYPES.values():
-        able = {
-            "pick_clean_then_place": kind.cleanable,
-            "pick_heat_then_place": kind.heatable,
-            "pick_cool_then_place": kind.coolable,
-        }.get(task_type, True)
-        places = [place for place in kind.places if place in present]
-        if room not in kind.rooms or not able or not places:
-            continue
-        if task_type == "look_at_obj_in_light":
-            options.append((kind.name, LAMP))
-            continue
-        options.extend(
-            (kind.name, target)
-            for target in places
-            if target not in appliances and any(place != target for place in places)
-        )
-    return options
-
-
-def _build_scene(rng: np.random.Generator, task_type: str, room: str, number: int) -> Scene | None:
-    receptacles = floorplan(room, number)
+def _build_scene(rng: np.random.Generator, official: OfficialGoal) -> Scene:
+    room = room_of(official.floorplan)
+    receptacles = floorplan(official.floorplan)
     present = {kind_of(name) for name in receptacles}
-    options = _goal_options(task_type, room, present)
-    if not options:
-        return None
-    object_type, target_type = options[int(rng.integers(len(options)))]
-    goal = Goal(task_type, object_type, target_type, goal_text(task_type, object_type, target_type, int(rng.integers(2))))
     by_type: dict[str, list[str]] = {}
     for name in receptacles:
         by_type.setdefault(kind_of(name), []).append(name)
+    goal = Goal(official.task_type, official.object_type, official.target_type, official.text)
 
-    counts = {object_type: int(rng.integers(goal.count, 4))}
+    counts = {goal.object_type: int(rng.integers(goal.count, 4))}
     others = [
         kind.name
         for kind in OBJECT_TYPES.values()
-        if room in kind.rooms and kind.name != object_type and any(place in present for place in kind.places)
+        if room in kind.rooms and kind.name != goal.object_type and any(place in present for place in kind.places)
     ]
     for i in rng.permutation(len(others))[: int(rng.integers(6, 13))]:
         counts[others[i]] = int(rng.choice((1, 1, 1, 2, 2, 3)))
@@ -395,13 +380,13 @@ def _build_scene(rng: np.random.Generator, task_type: str, room: str, number: in
     placements = []
     for kind_name in sorted(counts):
         places = [place for place in OBJECT_TYPES[kind_name].places if place in present]
-        if kind_name == object_type:
-            places = [place for place in places if place != target_type]
+        if kind_name == goal.object_type:
+            places = [place for place in places if place != goal.target_type]
         for n in range(1, counts[kind_name] + 1):
             hosts = by_type[places[int(rng.integers(len(places)))]]
             placements.append((f"{kind_name} {n}", hosts[int(rng.integers(len(hosts)))]))
-    if room in ("bedroom", "living room"):
+    if room in LOOK_ROOMS:
         lamp_hosts = [name for name in receptacles if kind_of(name) in LAMP_HOSTS]
         placements.append((f"{LAMP} 1", lamp_hosts[int(rng.integers(len(lamp_hosts)))]))
     order = rng.permutation(len(placements))
-    return Scene(room, number, receptacles, tuple(placements[i] for i in order), goal)
+    return Scene(room, official.floorplan, receptacles, tuple(placements[i] for i in order), goal, official.game)

@@ -13,8 +13,9 @@ What is made:
 - Products: 5 categories (beauty, electronics, fashion, grocery, home & garden), 8 product types each, 25
   products per type. Every product has an ASIN-like id, a brand, an Amazon-style title, a category path, a
   description, bullet features, 3 to 5 attributes (e.g. "vegan", "easy to clean") drawn with per-attribute
-  popularity weights, option groups (colour, size, flavor, ...) with a few values each, one price, a star
-  rating and short reviews. Attribute text always appears somewhere in the product's own text, as in the
+  popularity weights, option groups (colour, size, flavor, ...) with a few values each (none that
+  WebShop's colour normalisation turns into a colour word it does not contain, which could never be
+  matched), one price, a star rating and short reviews. Attribute text always appears somewhere in the product's own text, as in the
   original, whose attributes were mined from it.
 - Goals: two per product, each naming the target product, 1 to 3 of its attributes, one value for most of its
   option groups and a price cap (a multiple of ten above the price), written as a lower-case shopping
@@ -47,9 +48,6 @@ DATA_DIR = Path(__file__).resolve().parents[3] / "data" / "webshop"
 """Where the shipped catalogue lives: ``data/webshop/`` at the repository root."""
 PRODUCTS_FILE = "products.jsonl"
 GOALS_FILE = "goals.jsonl"
-
-SIZE_GROUP = "size"
-"""The option group whose values the reward matches exactly (fuzzy matching confuses "2 pack" and "12 pack")."""
 
 
 @dataclass(frozen=True)
@@ -401,7 +399,7 @@ _CATEGORIES: tuple[_Category, ...] = (
                 ("for Laptop and PC", "optical Mouse with USB Receiver", "cordless Mouse"),
                 ("ergonomic design", "silent click", "rechargeable"),
                 (_group("color", "black", "white", "gray", "pink"),
-                 _group("style", "2.4g receiver", "bluetooth", "dual mode")),
+                 _group("style", "2.4g receiver", "bt 5.0", "dual mode")),
                 (8, 40),
                 ("Tracks smoothly on most surfaces.", "The curved shape supports the hand.",
                  "Sleeps automatically to save power."),
@@ -452,7 +450,7 @@ _CATEGORIES: tuple[_Category, ...] = (
                 ("skinny", "straight leg", "bootcut", "mom"),
                 ("for Women", "Denim Pants", "stretch Denim Trousers"),
                 ("high waist", "stretch fabric", "button closure"),
-                (_group("color", "light wash", "dark wash", "black", "medium wash"),
+                (_group("color", "indigo", "stone", "black", "charcoal"),
                  _group("size", "24", "26", "28", "30", "32")),
                 (20, 60),
                 ("The stretch denim moves with you.", "Five pockets hold the essentials.",
@@ -537,7 +535,7 @@ _CATEGORIES: tuple[_Category, ...] = (
                 ("crispy", "thin", "artisan", "baked"),
                 ("Snack Crackers", "crunchy Snack", "Party Crackers"),
                 ("whole grain", "low sodium", "individually wrapped"),
-                (_group("flavor", "sea salt", "cheddar", "rosemary", "black pepper", "original"),
+                (_group("flavor", "sea salt", "cheddar", "garden herb", "black pepper", "original"),
                  _group("size", "4.25 ounce (pack of 1)", "4.25 ounce (pack of 6)", "8 ounce (pack of 2)")),
                 (3, 25),
                 ("Crunchy and light, good with cheese or dips.", "Baked in small batches.",
@@ -592,7 +590,7 @@ _CATEGORIES: tuple[_Category, ...] = (
                 ("deluxe", "roasted", "premium", "classic"),
                 ("Snack Mix", "Nut Assortment", "Party Snack"),
                 ("resealable bag", "high protein", "no shells"),
-                (_group("flavor", "lightly salted", "unsalted", "honey roasted", "smoked"),
+                (_group("flavor", "low sodium", "unsalted", "honey roasted", "smoked"),
                  _group("size", "16 ounce", "30 ounce", "40 ounce")),
                 (8, 30),
                 ("Cashews, almonds, pecans and more.", "Roasted for a deep crunch.",
@@ -603,7 +601,7 @@ _CATEGORIES: tuple[_Category, ...] = (
                 ("crunchy", "clustered", "ancient grain", "homestyle"),
                 ("Breakfast Cereal", "Granola Clusters", "Yogurt Topping"),
                 ("whole grain", "low sugar", "high fiber"),
-                (_group("flavor", "honey almond", "dark chocolate", "blueberry", "coconut"),
+                (_group("flavor", "honey almond", "dark chocolate", "strawberry", "coconut"),
                  _group("size", "11 ounce", "12 ounce (pack of 3)")),
                 (5, 25),
                 ("Big clusters with toasted oats.", "Great with milk or yogurt.",
@@ -714,7 +712,7 @@ _CATEGORIES: tuple[_Category, ...] = (
                 ("for Home Office", "Reading Light", "Table Lamp for Study"),
                 ("dimmable", "usb charging port", "eye caring", "touch control"),
                 (_group("color", "black", "white", "silver"),
-                 _group("style", "standard base", "clamp mount")),
+                 _group("style", "weighted base", "clamp mount")),
                 (15, 50),
                 ("Three color modes for work or rest.", "The arm bends to aim the light.",
                  "Uses little power."),

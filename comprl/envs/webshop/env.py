@@ -19,17 +19,28 @@ actions, or ``search[<your query>]`` on the search page. Anything else (an unkno
 a search box, a malformed, empty or over-long action) is answered with feedback and counted in
 ``info["invalid_action"]``; it never raises.
 
-Reward. Buy Now is scored with the WebShop formula::
+Reward. Buy Now is scored as WebShop's ``get_reward`` does (``web_agent_site/engine/goal.py`` on the master
+branch; the paper's environment imports the same file through webshop-minimal)::
 
     score = (attributes matched + options matched + [price <= cap]) / (attributes + options + 1) * r_type
 
-An attribute matches when the bought product lists a similar one (token-set similarity > 85) or names it in
-its title, features or description; an option matches a selected value (colours reduced to their base colour
-word, token-set similarity > 85; sizes must be equal). ``r_type`` compares the bought product with the
-goal's: 1 when their title nouns overlap by more than 20 %, or they share a search query or two category
-levels; 0.5 otherwise; 0.1 when the overlap is below 10 %; 0 when no title noun is shared. The env returns
-the paper's binary reward, 1.0 when the score is 1.0 (success) and 0.0 otherwise, and puts the score itself
-in ``info["webshop_score"]`` (0.0 until Buy Now).
+- ``similarity(a, b)``: thefuzz's token-set ratio as WebShop calls it (both texts lower-cased, non-word
+  characters made spaces; 100 when one text's words are a subset of the other's), rounded to an integer.
+- An attribute matches when one of the bought product's attributes has similarity > 85 with it, or it
+  occurs verbatim in the product's title, its features joined, or its description (`attribute_matched`).
+- Each wanted option is counted at most once: it matches when some selected value, of any group, reduced by
+  `colour_word` (the first of WebShop's colour words it contains, "wine red" -> "red"), has similarity > 85
+  with the wanted option's text. That text is what WebShop's synthetic goals (the paper's setting) hand to
+  the matcher, the (name, value) pair: the colour word when the name or value is exactly one, else
+  "name value" (`wanted_option_text`). So "x-small" is matched by a selected "small" (a subset), "12 pack" is
+  not matched by "2 pack" ("size 12 pack" vs "2 pack": 80), and "wine red" is matched by any selected red.
+- ``[price <= cap]`` is 1 when the product's price is at most the goal's cap.
+- ``r_type`` (`type_reward`): the title score is the share of the goal product's title noun tokens (repeats
+  counted) whose word the bought title has; 0 when it is 0, 0.1 when below 0.1, else 1 when the two products
+  share their search query, at least two category levels, or the title score is above 0.2, else 0.5.
+
+The env returns the paper's binary reward: 1.0 when the score is 1.0 (``info["success"]``) and 0.0
+otherwise; ``info["score"]`` holds the score itself (0.0 until Buy Now).
 
 Goals and seeds (``split`` argument):
 
@@ -46,15 +57,20 @@ Deviations from the original WebShop (princeton-nlp/WebShop), all deliberate:
 - Search is BM25 from DuckDB's full-text-search extension (Porter stemmer, English stop words, k1=0.9 and
   b=0.4 as in pyserini's defaults) over title, description, first feature and option values (the fields
   of the original index), instead of a pyserini/Lucene index.
-- The type reward's nouns are known by construction (brand, product type, nouns of the title's ending),
-  instead of spaCy's part-of-speech tags; fuzzy matching uses rapidfuzz instead of thefuzz.
-- Options are counted per wanted option: each is matched by at most one selected value. The original counts
-  per selected option and also accepts a selected value that the product's own text mentions, which can
-  reward a wrong choice or push the score above 1. As in the original, a size must be equal (fuzzy matching
-  takes "2 pack" for "12 pack") and colours are compared by their base colour word.
-- Each product has one fixed price (the original draws a price from a range per session); there is no
-  Attributes sub-page; clicking a product title does nothing (as in the original, its id is the link).
-- The episode cap is `max_turns` actions (default 10, the paper's WebShop setting); reward is binary.
+- The type reward's nouns are known by construction (brand, product type, capitalised words of the title's
+  ending: `Product.title_nouns`), where the original tags the title with spaCy's ``en_core_web_sm``.
+- `similarity` is rapidfuzz's token-set ratio (Indel distance, as python-Levenshtein and thefuzz >= 0.20
+  compute it); thefuzz 0.19, which WebShop pins, falls back to difflib without python-Levenshtein. On every
+  option and attribute comparison the shipped catalogue's goals can make, both give the same match decision.
+- The catalogue avoids option values whose WebShop colour word is not one of their own words ("blueberry"
+  -> "blue", "light wash" -> "ash"): the original reward never matches such a value, not even with itself, so
+  a goal asking for one could not be won.
+- Each product has one fixed price (the original draws one from a product's price range when it loads);
+  there is no Attributes sub-page; clicking a product title does nothing (as in the original, its id is the
+  link).
+- The episode cap is `max_turns` actions (default 10, the paper's WebShop setting). The reward is binary,
+  as the paper describes its rewards; the paper's code instead passes the score through as the reward and
+  logs any purchase as a success (``info["score"]`` is that reward).
 """
 
 from __future__ import annotations
@@ -80,7 +96,7 @@ from comprl.envs.base import (
     extract_answer,
     seed_split,
 )
-from comprl.envs.webshop.catalogue import DATA_DIR, SIZE_GROUP, Catalogue, Goal, Product, load
+from comprl.envs.webshop.catalogue import DATA_DIR, Catalogue, Goal, Product, load
 
 DEFAULT_MAX_TURNS = 10
 """Actions per episode: the paper's code caps WebShop episodes at 10 steps."""
@@ -95,7 +111,7 @@ RESULTS_PER_PAGE = 10
 MAX_QUERY_CHARS = 500
 """Longer search queries are refused as invalid actions."""
 MATCH_THRESHOLD = 85
-"""Token-set similarity (0-100) above which two attribute or option texts count as the same."""
+"""WebShop counts two attribute or option texts as the same when their `similarity` (0-100) is above this."""
 
 SEP = " [SEP] "
 SEARCH_PROMPT = "search[<your query>]"
@@ -108,15 +124,48 @@ SUB_PAGES = ("description", "features", "reviews")
 _ACTION = re.compile(r"(search|click)\s*\[(.*)\]", re.DOTALL)
 _QUOTES = "\"'`"
 
-BASE_COLOURS = (
-    "black", "white", "gray", "grey", "silver", "gold", "red", "pink", "purple", "blue", "navy", "teal",
-    "green", "yellow", "orange", "brown", "beige", "khaki", "clear",
+COLOR_SET = (
+    "alabaster", "apricot", "aqua", "ash", "asphalt", "azure", "banana", "beige", "black", "blue", "blush",
+    "bordeaux", "bronze", "brown", "burgundy", "camel", "camo", "caramel", "champagne", "charcoal", "cheetah",
+    "chestnut", "chocolate", "christmas", "coffee", "cognac", "copper", "coral", "cranberry", "cream", "crystal",
+    "dark", "denim", "eggplant", "elephant", "espresso", "fuchsia", "gold", "granite", "grape", "graphite",
+    "grass", "gray", "green", "grey", "heather", "indigo", "ivory", "ivy", "khaki", "lavender", "lemon",
+    "leopard", "light", "lilac", "lime", "magenta", "maroon", "mauve", "merlot", "midnight", "mint", "mocha",
+    "multicolor", "mushroom", "mustard", "natural", "navy", "nude", "olive", "orange", "peach", "pewter", "pink",
+    "plum", "purple", "rainbow", "red", "rose", "royal", "rust", "sand", "sapphire", "seashell", "silver",
+    "skull", "slate", "steel", "stone", "stonewash", "sunflower", "tan", "taupe", "teal", "tiger", "turquoise",
+    "violet", "walnut", "wheat", "white", "wine", "yellow",
 )
-"""Colour words an option value is reduced to before matching ("wine red" -> "red", as the original does)."""
+"""WebShop's colour words (``web_agent_site/engine/normalize.py``), in its order, which decides ties."""
+
+_NON_WORD = re.compile(r"\W")
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Reward.
+# Reward (WebShop's ``web_agent_site/engine/goal.py``, the version the paper's environment imports).
+
+
+def similarity(first: str, second: str) -> int:
+    """thefuzz's ``token_set_ratio`` as WebShop calls it: both texts lower-cased with every non-word character
+    turned into a space, compared by their shared and their own word sets, the best ratio rounded to an int."""
+    return round(fuzz.token_set_ratio(_NON_WORD.sub(" ", first).lower(), _NON_WORD.sub(" ", second).lower()))
+
+
+def colour_word(text: str) -> str:
+    """WebShop's ``normalize_color``: the first `COLOR_SET` word found anywhere in `text`, even inside another
+    word ("standard" -> "tan"), else `text` unchanged."""
+    return next((colour for colour in COLOR_SET if colour in text), text)
+
+
+def wanted_option_text(group: str, value: str) -> str:
+    """The text WebShop's option reward compares a wanted option as.
+
+    The paper's environment plays WebShop's synthetic goals, which keep the wanted options as a dict; the
+    reward hands each (name, value) pair as it is to ``normalize_color`` and the fuzzy matcher. A pair becomes
+    a colour word only when its name or its value is exactly one; otherwise the matcher reads it as the text
+    "name value" (``("size", "12 pack")`` is compared as "size 12 pack").
+    """
+    return next((colour for colour in COLOR_SET if colour in (group, value)), f"{group} {value}")
 
 
 @dataclass(frozen=True)
@@ -129,50 +178,55 @@ class PurchaseScore:
     options_wanted: int
     price_ok: bool
     type_reward: float
-    """r_type: 1, 0.5, 0.1 or 0 (see the module docstring)."""
+    """r_type: 1, 0.5, 0.1 or 0 (see `type_reward`)."""
 
     @property
     def total(self) -> float:
-        """The score in [0, 1]; exactly 1.0 only when everything matches."""
+        """``(attributes matched + options matched + [price ok]) / (attributes + options + 1) * r_type``."""
         matched = self.attributes_matched + self.options_matched + int(self.price_ok)
         return matched / (self.attributes_wanted + self.options_wanted + 1) * self.type_reward
 
 
 def attribute_matched(attribute: str, product: Product) -> bool:
-    """True when `product` lists an attribute similar to `attribute` or names it in its own text."""
-    if any(fuzz.token_set_ratio(attribute, own) > MATCH_THRESHOLD for own in product.attributes):
+    """Whether `product` has the wanted `attribute`: one of its own attributes is `similar` (above the
+    threshold), or the attribute occurs verbatim in its lower-cased title, its features joined by spaces, or its
+    description (each text checked on its own)."""
+    if any(similarity(own, attribute) > MATCH_THRESHOLD for own in product.attributes):
         return True
-    text = " ".join((product.title, *product.features, product.description)).lower()
-    return attribute in text
-
-
-def _base_colour(value: str) -> str:
-    """The first base colour word of an option value, or the value itself when it has none."""
-    words = value.lower().split()
-    return next((colour for colour in BASE_COLOURS if colour in words), value.lower())
+    texts = (product.title, " ".join(product.features), product.description)
+    return any(attribute in text.lower() for text in texts)
 
 
 def option_matched(group: str, wanted: str, chosen: Sequence[str]) -> bool:
-    """True when one of the `chosen` option values satisfies the wanted value of option `group`."""
-    if group == SIZE_GROUP:
-        return any(wanted.strip().lower() == value.strip().lower() for value in chosen)
-    target = _base_colour(wanted)
-    return any(fuzz.token_set_ratio(target, _base_colour(value)) > MATCH_THRESHOLD for value in chosen)
+    """Whether one of the `chosen` option values (of any group) counts for the wanted value of `group`: its
+    `colour_word` is `similar` (above the threshold) to the `wanted_option_text`."""
+    target = wanted_option_text(group, wanted)
+    return any(similarity(colour_word(value), target) > MATCH_THRESHOLD for value in chosen)
+
+
+def title_nouns(product: Product) -> list[str]:
+    """The noun tokens of `product`'s title, repeats included, in title order (where WebShop runs spaCy's
+    tagger, the nouns are known by construction: `Product.title_nouns`)."""
+    nouns = set(product.title_nouns)
+    return [word for word in re.findall(r"[\w'-]+", product.title.lower()) if word in nouns]
 
 
 def type_reward(wanted: Product, bought: Product) -> float:
-    """r_type: how far `bought` is the same kind of product as `wanted` (title nouns, query, category path)."""
-    wanted_nouns, bought_nouns = set(wanted.title_nouns), set(bought.title_nouns)
-    noun_overlap = len(wanted_nouns & bought_nouns) / len(wanted_nouns) if wanted_nouns else 0.2
-    same_query = wanted.query == bought.query
-    shared_levels = len(set(wanted.path) & set(bought.path))
-    if noun_overlap == 0.0:
+    """r_type, how far `bought` is the kind of product `wanted` is.
+
+    title score = distinct wanted title nouns that `bought`'s title has / wanted title noun tokens (0.2 when
+    the wanted title has none); r_type is 0 when the title score is 0, 0.1 when it is below 0.1, else 1 when the
+    two share their search query, or at least two category levels, or the title score is above 0.2, else 0.5.
+    """
+    wanted_nouns = title_nouns(wanted)
+    shared = len(set(wanted_nouns) & set(title_nouns(bought)))
+    title_score = shared / len(wanted_nouns) if wanted_nouns else 0.2
+    if title_score == 0.0:
         return 0.0
-    if noun_overlap < 0.1:
+    if title_score < 0.1:
         return 0.1
-    if same_query or shared_levels >= 2 or noun_overlap > 0.2:
-        return 1.0
-    return 0.5
+    related = wanted.query == bought.query or len(set(wanted.path) & set(bought.path)) >= 2
+    return 1.0 if related or title_score > 0.2 else 0.5
 
 
 def score_purchase(goal: Goal, wanted: Product, bought: Product, selected: Mapping[str, str]) -> PurchaseScore:
@@ -363,7 +417,7 @@ class WebShopTextEnv(TextEnv):
 
     def _info(self, invalid_action: bool) -> dict[str, Any]:
         info = super()._info(invalid_action)
-        info["webshop_score"] = self._score
+        info["score"] = self._score
         return info
 
     def _clickables(self) -> tuple[str, ...]:
