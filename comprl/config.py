@@ -105,6 +105,10 @@ class ActorConfig(OptimConfig):
     """PPO/GRPO clip range epsilon. Paper: 0.2."""
     scale_adv_by_std: bool = True
     """Divide advantages by the std of their half-group (paper Eq. 5); False = subtract the mean only (official code)."""
+    split_halves: bool = True
+    """Normalise advantages within each half (experience-guided, experience-free) of a task instance's group
+    separately (paper Eq. 5, official code). False = one group over both halves: the paper's ablation, with which
+    training collapsed."""
     invalid_action_reward: float = 0.0
     """Added to an episode's return, per reply that named no valid action, before the actor's advantages are
     computed (comprl's shaping for models too small to keep the answer format; paper: 0, binary rewards). Success,
@@ -116,7 +120,14 @@ class ExtractorConfig(OptimConfig):
     """The extractor: which model, how it writes, and how it is trained (CISPO)."""
 
     model: str = "smollm2-135m"
-    """Extractor model (separate weights from the actor). Paper: Qwen3-4B-Thinking-2507."""
+    """Extractor model, with weights of its own unless ``share_actor``. Paper: Qwen3-4B-Thinking-2507."""
+    share_actor: bool = False
+    """The extractor is the actor's own model (the paper's self-distillation ablation, with which training was
+    unstable and collapsed late; paper: False, separate weights): it generates with the actor's weights and CISPO
+    updates them (method ``comp_rl``), with an AdamW of its own beside the actor's GRPO one; with LoRA both
+    objectives train the actor's one adapter, and gradient checkpointing is as the actor's config sets it. Needs
+    ``model`` to name the actor's model, ``lora_rank`` and ``lora_alpha`` equal to the actor's, and
+    ``experience.mode="sync"`` (weights cannot be shared with a manager in another process)."""
     style: str = "json"
     """Answer format (:data:`EXTRACTOR_STYLES`): "json" (the paper's operation list), "lines" (one compact
     line per op) or "note" (one plain-text lesson per call, for models too small to follow either grammar)."""
@@ -420,6 +431,33 @@ class ExperimentConfig:
             )
         if self.eval_temperature < 0:
             raise ValueError(f"eval_temperature={self.eval_temperature!r}; accepted: >= 0 (0 = greedy decoding)")
+        if self.uses_experience and self.extractor.share_actor:
+            self._check_shared_weights()
+
+    def _check_shared_weights(self) -> None:
+        """``extractor.share_actor``: one model, trained in this process by both learners."""
+        shared = "extractor.share_actor=True (the extractor is the actor's own model)"
+        if self.experience.mode != "sync":
+            raise ValueError(
+                f"{shared} needs experience.mode='sync': weights cannot be shared with a manager in another process "
+                f"(got mode={self.experience.mode!r})"
+            )
+        if self.method not in ("comp_rl", "static"):
+            raise ValueError(
+                f"{shared}: method={self.method!r} freezes the actor, whose weights the extractor would train; "
+                "accepted: comp_rl, static"
+            )
+        if self.extractor.model != self.model:
+            raise ValueError(
+                f"{shared}: extractor.model={self.extractor.model!r} must name the actor's model {self.model!r}"
+            )
+        lora = ("lora_rank", "lora_alpha")
+        if any(getattr(self.extractor, name) != getattr(self.actor, name) for name in lora):
+            raise ValueError(
+                f"{shared}: both learners train one set of weights, so extractor.lora_rank/lora_alpha="
+                f"{self.extractor.lora_rank}/{self.extractor.lora_alpha} must equal the actor's "
+                f"({self.actor.lora_rank}/{self.actor.lora_alpha})"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

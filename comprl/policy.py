@@ -73,6 +73,24 @@ def pad_batch(sequences: Sequence[PackedSequence], pad_id: int) -> dict[str, tor
     return batch
 
 
+def _set_up(model: PreTrainedModel, config: OptimConfig) -> PreTrainedModel:
+    """The model to train: with LoRA adapters injected when ``lora_rank > 0``, and gradient checkpointing on when
+    asked."""
+    if config.lora_rank > 0:
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, target_modules="all-linear", lora_dropout=0.0)
+        with warnings.catch_warnings():  # peft reads an attribute transformers has deprecated
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            model = get_peft_model(model, lora)
+    if config.gradient_checkpointing:
+        if hasattr(model, "activation_checkpointing_enable"):  # the name since transformers 5.x
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
 class PolicyTrainer:
     """A policy-gradient learner over packed sequences; subclasses supply the loss, the advantages and the
     temperature each sequence's behaviour log-probs were taken at (:meth:`logprob_temperature`).
@@ -84,29 +102,31 @@ class PolicyTrainer:
     Trainable weights in low precision (bfloat16/float16 full fine-tuning) get fp32 master copies, which AdamW
     steps; the model's weights are the masters rounded after every step. Stepped in place, a bfloat16 weight
     loses AdamW's small steps to rounding (at the paper's lr 1e-6, 10 steps changed 2% of the weights).
+
+    ``weights_of``: another trainer whose weights this one trains too (two objectives on one model, e.g.
+    ``ExtractorConfig.share_actor``): ``model`` must be that trainer's model, already set up (its LoRA adapters and
+    gradient checkpointing; this ``config``'s are not applied again), the fp32 masters are that trainer's, and
+    only the AdamW state is this trainer's own. Updates must not overlap (one process, one at a time).
     """
 
-    def __init__(self, model: PreTrainedModel, pad_token_id: int, config: OptimConfig, loss_fn: LossFn) -> None:
+    def __init__(
+        self, model: PreTrainedModel, pad_token_id: int, config: OptimConfig, loss_fn: LossFn,
+        weights_of: PolicyTrainer | None = None,
+    ) -> None:
         self.config = config
         self.pad_token_id = pad_token_id
         self.loss_fn = loss_fn
-        if config.lora_rank > 0:
-            from peft import LoraConfig, get_peft_model
-
-            lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, target_modules="all-linear", lora_dropout=0.0)
-            with warnings.catch_warnings():  # peft reads an attribute transformers has deprecated
-                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-                model = get_peft_model(model, lora)
-        if config.gradient_checkpointing:
-            if hasattr(model, "activation_checkpointing_enable"):  # the name since transformers 5.x
-                model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-            else:
-                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if weights_of is None:
+            model = _set_up(model, config)
+            params = [p for p in model.parameters() if p.requires_grad]
+            self._masters = [p if p.dtype == torch.float32 else p.detach().float() for p in params]
+            # (model weight, its fp32 master) for each trainable weight held in low precision
+            self._low_precision = [(p, m) for p, m in zip(params, self._masters) if m is not p]
+        elif model is not weights_of.model:
+            raise ValueError("weights_of: model must be that trainer's own (set-up) model, weights_of.model")
+        else:
+            self._masters, self._low_precision = weights_of._masters, weights_of._low_precision
         self.model = model
-        params = [p for p in model.parameters() if p.requires_grad]
-        self._masters = [p if p.dtype == torch.float32 else p.detach().float() for p in params]
-        # (model weight, its fp32 master) for each trainable weight held in low precision
-        self._low_precision = [(p, m) for p, m in zip(params, self._masters) if m is not p]
         self.optimizer = torch.optim.AdamW(self._masters, lr=config.learning_rate, weight_decay=config.weight_decay)
 
     def logprob_temperature(self, sequence: PackedSequence) -> float:

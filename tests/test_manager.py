@@ -16,11 +16,14 @@ import threading
 import time
 
 import pytest
+import torch
 
 from comprl.config import make_config
 from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
 from comprl.experience.episode import Episode, Outcome
 from comprl.experience.manager import ExperienceManager, queue_path
+from comprl.llm import HFEngine, load_model
+from comprl.trainers.actor import ActorTrainer
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"
 MAZE = "comprl/MazeWalk-9x9-v0"
@@ -174,6 +177,47 @@ def test_credit_trains_the_extractor_on_its_own_schedule(tmp_path):
     assert stats["extractor_updates"] >= 1 and "extractor_loss" in stats
     assert manager.bank.get(written[0]).uses == 1
     manager.close()
+
+
+@pytest.mark.parametrize("lora_rank", [0, 4])
+def test_with_shared_weights_an_extractor_update_changes_the_actors_weights(tmp_path, lora_rank):
+    shared = config(**{
+        "extractor.share_actor": True, "extractor.invalid_reward": None, "extractor.buffer_size": 2,
+        "actor.lora_rank": lora_rank, "extractor.lora_rank": lora_rank,
+    })
+    model, tokenizer = load_model(shared.model, seed=0)
+    actor = ActorTrainer(model, tokenizer.pad_token_id, shared.actor)
+    manager = ExperienceManager(shared, tmp_path / "bank.duckdb", actor=actor, actor_engine=HFEngine(actor.model, tokenizer))
+    assert manager.trainer.model is actor.model and manager.engine.model is actor.model  # no model of its own
+    trained = [name for name, p in actor.model.named_parameters() if p.requires_grad]
+    assert all("lora_" in name for name in trained) == (lora_rank > 0)  # the actor's one adapter, not a second
+    assert manager.trainer.optimizer is not actor.optimizer  # each objective has its own AdamW state
+    before = {name: p.detach().clone() for name, p in actor.model.named_parameters()}
+    manager.submit([episode(i) for i in range(4)])
+    written = [int(i) for i in manager.bank.entries()["id"]]
+    manager.credit([Outcome(e, s) for e, s in zip(written[:2], (True, False))], step=2)
+    assert manager.stats()["extractor_updates"] >= 1
+    changed = {name for name, p in actor.model.named_parameters() if not torch.equal(before[name], p)}
+    assert changed and changed <= set(trained)
+    manager.close()
+
+
+def test_shared_weights_are_refused_where_they_cannot_be_shared(tmp_path):
+    shared = {"extractor.share_actor": True}
+    with pytest.raises(ValueError, match="needs experience.mode='sync'"):
+        config(**shared, **{"experience.mode": "async"})
+    with pytest.raises(ValueError, match="method='exp_only' freezes the actor"):
+        config(**shared, method="exp_only")
+    with pytest.raises(ValueError, match="extractor.model='smollm2-135m' must name the actor's model 'tiny-random'"):
+        config(**shared, **{"extractor.model": "smollm2-135m"})
+    with pytest.raises(ValueError, match=r"lora_rank/lora_alpha=4/32 must equal the actor's \(0/32\)"):
+        config(**shared, **{"extractor.lora_rank": 4})
+    with pytest.raises(ValueError, match="pass the actor's trainer and engine"):
+        ExperienceManager(config(**shared), tmp_path / "bank.duckdb")
+    model, tokenizer = load_model("tiny-random", seed=0)
+    actor = ActorTrainer(model, tokenizer.pad_token_id)
+    with pytest.raises(ValueError, match="which this config leaves off"):
+        ExperienceManager(config(), tmp_path / "bank.duckdb", actor=actor, actor_engine=HFEngine(model, tokenizer))
 
 
 def test_backpressure_with_a_slow_extractor_keeps_submit_fast_and_counts_what_it_drops(tmp_path):

@@ -155,6 +155,17 @@ def test_invalid_action_shaping_ranks_a_group_whose_returns_tie_by_how_many_repl
     assert [t.reward for t in batch] == [0.0] * 4  # the logged returns stay the env's
 
 
+def test_without_split_halves_one_group_spans_the_guided_and_free_halves(fresh):
+    model, tokenizer, engine = fresh
+    rollouts = _with_rewards(_rollouts(engine), [1.0, 1.0, 0.0, 1.0])
+    batch = [dataclasses.replace(t, group=0, guided=k < 2) for k, t in enumerate(rollouts)]
+    split = ActorTrainer(model, tokenizer.pad_token_id).advantages(batch)
+    torch.testing.assert_close(split, torch.tensor([0.0, 0.0, -1.0, 1.0]))  # guided half ties; free half [0, 1]
+    one_group = ActorTrainer(model, tokenizer.pad_token_id, ActorConfig(split_halves=False)).advantages(batch)
+    # [1, 1, 0, 1] normalised together: mean 0.75, population std sqrt(3)/4
+    torch.testing.assert_close(one_group, torch.tensor([1.0, 1.0, -3.0, 1.0]) / 3**0.5, atol=1e-5, rtol=1e-5)
+
+
 def test_bad_actor_config_names_the_field():
     with pytest.raises(ValueError, match="aggregation"):
         ActorConfig(aggregation="sum")

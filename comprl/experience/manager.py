@@ -46,6 +46,7 @@ from comprl.experience.episode import Episode, Outcome
 from comprl.experience.trainer import ExtractorSample, ExtractorTrainer
 from comprl.experience.track import ExperienceTrack
 from comprl.llm import HFEngine, load_model, resolve_dtype
+from comprl.policy import PolicyTrainer
 
 _SEED_IN_SOURCE = re.compile(r"/seed(-?\d+)$")
 
@@ -78,6 +79,11 @@ class ExperienceManager:
         clock: seconds, for the "recently retrieved" window (injectable for tests).
         checkpoint: a folder written by :meth:`save_checkpoint` to continue from: its bank replaces the file at
             ``bank_path`` and the extractor, its samples, the queue and the random states are restored.
+        actor, actor_engine: with ``extractor.share_actor`` (and only then), the actor's trainer and generation
+            engine: the extractor is then ``actor.model`` (no model of its own is loaded), generating with the
+            tokenizer of ``actor_engine``, and its CISPO trainer updates the actor's weights with an optimiser of
+            its own (:class:`~comprl.policy.PolicyTrainer`, ``weights_of``); after each extractor update the actor's
+            engine drops its prefix cache too. Sync only: the actor and the extractor take turns in one process.
     """
 
     def __init__(
@@ -89,6 +95,8 @@ class ExperienceManager:
         background: bool = False,
         clock: Callable[[], float] = time.monotonic,
         checkpoint: str | Path | None = None,
+        actor: PolicyTrainer | None = None,
+        actor_engine: HFEngine | None = None,
     ) -> None:
         exp = config.experience
         if background and exp.manager_cores:
@@ -106,12 +114,26 @@ class ExperienceManager:
         if checkpoint is not None:
             ExperienceBank.restore(Path(checkpoint) / "bank.duckdb", bank_path)
             queue_path(bank_path).unlink(missing_ok=True)  # persisted after the checkpoint: its episodes come again
-        dtype = resolve_dtype(config.dtype, device)
-        model, tokenizer = load_model(config.extractor.model, dtype=dtype, device=torch.device(device), seed=config.seed + 1)
+        if config.extractor.share_actor:
+            if actor is None or actor_engine is None:
+                raise ValueError("extractor.share_actor=True: pass the actor's trainer and engine (actor=, actor_engine=)")
+            if background:
+                raise ValueError(
+                    "extractor.share_actor=True needs the in-process manager (background=False, experience.mode='sync'):"
+                    " the actor's weights cannot be trained by a background thread or another process"
+                )
+            model, tokenizer = actor.model, actor_engine.tokenizer
+        elif actor is not None or actor_engine is not None:
+            raise ValueError("actor= and actor_engine= are for extractor.share_actor=True, which this config leaves off")
+        else:
+            dtype = resolve_dtype(config.dtype, device)
+            model, tokenizer = load_model(config.extractor.model, dtype=dtype, device=torch.device(device), seed=config.seed + 1)
         self.trainer = (
-            ExtractorTrainer(model, tokenizer.pad_token_id, config.extractor) if TRAINS_EXTRACTOR[config.method] else None
+            ExtractorTrainer(model, tokenizer.pad_token_id, config.extractor, weights_of=actor)
+            if TRAINS_EXTRACTOR[config.method] else None
         )
         self.engine = HFEngine(self.trainer.model if self.trainer else model, tokenizer)
+        self._actor_engine = actor_engine
         self.bank = ExperienceBank(
             bank_path, Embedder(config.bank.embedder, device=device), capacity=config.bank.capacity,
             use_vss=config.bank.use_vss, index=config.bank.index,
@@ -471,6 +493,8 @@ class ExperienceManager:
                 self.trainer.add(samples)
                 if (update := self.trainer.maybe_step()) is not None:  # every update the buffer allows
                     self.engine.sync_weights()
+                    if self._actor_engine is not None:  # share_actor: the actor's weights changed too
+                        self._actor_engine.sync_weights()
                     with self._cv:
                         self._updates.append(update)
                 self._gauges = {
@@ -710,8 +734,15 @@ Manager = ExperienceManager | RayExperienceManager
 """Either host of the interface."""
 
 
-def connect(config: ExperimentConfig, bank_path: str | Path, *, device: str = "cpu", checkpoint: str | Path | None = None) -> Manager:
+def connect(
+    config: ExperimentConfig, bank_path: str | Path, *, device: str = "cpu", checkpoint: str | Path | None = None,
+    actor: PolicyTrainer | None = None, actor_engine: HFEngine | None = None,
+) -> Manager:
     """The experience manager of a run, hosted as ``config.experience.mode`` says, continuing from ``checkpoint``
-    (a folder :meth:`ExperienceManager.save_checkpoint` wrote) when given."""
-    host = RayExperienceManager if config.experience.mode == "async" else ExperienceManager
-    return host(config, bank_path, device=device, checkpoint=checkpoint)
+    (a folder :meth:`ExperienceManager.save_checkpoint` wrote) when given. ``actor`` and ``actor_engine``: the
+    actor's trainer and engine, for ``extractor.share_actor`` (in-process only, see :class:`ExperienceManager`)."""
+    if config.experience.mode == "async":
+        if actor is not None or actor_engine is not None:
+            raise ValueError("the actor's model cannot be handed to a manager in another process (experience.mode='async')")
+        return RayExperienceManager(config, bank_path, device=device, checkpoint=checkpoint)
+    return ExperienceManager(config, bank_path, device=device, checkpoint=checkpoint, actor=actor, actor_engine=actor_engine)

@@ -71,11 +71,16 @@ class ExtractorSample(PackedSequence):
 class ExtractorTrainer(PolicyTrainer):
     """Holds the extractor's samples, credits them with guided outcomes, and trains with CISPO."""
 
-    def __init__(self, model: PreTrainedModel, pad_token_id: int, config: ExtractorConfig = ExtractorConfig()) -> None:
+    def __init__(
+        self, model: PreTrainedModel, pad_token_id: int, config: ExtractorConfig = ExtractorConfig(),
+        weights_of: PolicyTrainer | None = None,
+    ) -> None:
+        """``weights_of``: the actor's trainer when the extractor trains the actor's weights
+        (``ExtractorConfig.share_actor``; :class:`~comprl.policy.PolicyTrainer`)."""
         loss_fn = functools.partial(
             cispo_loss, eps_low=config.eps_low, eps_high=config.eps_high, aggregation=config.aggregation
         )
-        super().__init__(model, pad_token_id, config, loss_fn)
+        super().__init__(model, pad_token_id, config, loss_fn, weights_of)
         self.buffer: list[ExtractorSample] = []
         """Rewarded samples, oldest first."""
         self.waiting: list[ExtractorSample] = []

@@ -26,13 +26,15 @@ class ActorTrainer(PolicyTrainer):
         return sequence.temperature
 
     def advantages(self, trajectories: Sequence[Trajectory]) -> torch.Tensor:
-        """Split-group advantages: normalised within (task instance, guided/free) cells (paper Eq. 5), of the
-        returns with ``config.invalid_action_reward`` per invalid action added."""
+        """Split-group advantages: normalised within (task instance, guided/free) cells (paper Eq. 5), or within
+        each task instance's whole group when ``config.split_halves`` is off (the ablation), of the returns with
+        ``config.invalid_action_reward`` per invalid action added."""
         shaping = self.config.invalid_action_reward
+        split = self.config.split_halves
         return split_group_advantages(
             torch.tensor([t.reward + shaping * t.invalid_actions for t in trajectories], dtype=torch.float32),
             torch.tensor([t.group for t in trajectories], dtype=torch.long),
-            torch.tensor([t.guided for t in trajectories], dtype=torch.bool),
+            torch.tensor([split and t.guided for t in trajectories], dtype=torch.bool),
             scale_by_std=self.config.scale_adv_by_std,
         )
 

@@ -164,7 +164,7 @@ def run_experiment(
     say.info("%s on %s in %s", config.model, device, str(dtype).removeprefix("torch."))
     actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor) if TRAINS_ACTOR[config.method] else None
     engine = HFEngine(actor.model if actor else model, tokenizer)
-    manager = _experience_manager(config, run, device, resumed) if config.uses_experience else None
+    manager = _experience_manager(config, run, device, resumed, actor, engine) if config.uses_experience else None
     try:
         if resumed is not None:
             state = resumed.state()
@@ -284,16 +284,20 @@ def evaluate_trained(run: Run | str | Path, episodes: int | None = None, progres
                 env.close()
 
 
-def _experience_manager(config: ExperimentConfig, run: Run, device: torch.device, resumed: checkpoint.Checkpoint | None) -> Manager:
+def _experience_manager(
+    config: ExperimentConfig, run: Run, device: torch.device, resumed: checkpoint.Checkpoint | None,
+    actor: ActorTrainer | None, engine: HFEngine,
+) -> Manager:
     """The experience side of the run, on the run's bank file: a copy of ``bank.init_from`` when given, the
-    checkpoint's bank when resuming."""
+    checkpoint's bank when resuming; handed the actor's trainer and engine with ``extractor.share_actor``."""
+    shared = {"actor": actor, "actor_engine": engine} if config.extractor.share_actor else {}
     if resumed is not None:
-        return connect(config, run.bank_path, device=str(device), checkpoint=resumed.experience)
+        return connect(config, run.bank_path, device=str(device), checkpoint=resumed.experience, **shared)
     if config.bank.init_from is not None:
         if not Path(config.bank.init_from).is_file():
             raise FileNotFoundError(f"bank.init_from={config.bank.init_from!r}: no such bank file")
         shutil.copyfile(config.bank.init_from, run.bank_path)
-    return connect(config, run.bank_path, device=str(device))
+    return connect(config, run.bank_path, device=str(device), **shared)
 
 
 def _rollout_seeds(config: ExperimentConfig, step: int) -> list[int]:
