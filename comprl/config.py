@@ -125,8 +125,8 @@ class ExtractorConfig(OptimConfig):
     """The extractor is the actor's own model (the paper's self-distillation ablation, with which training was
     unstable and collapsed late; paper: False, separate weights): it generates with the actor's weights and CISPO
     updates them (method ``comp_rl``), with an AdamW of its own beside the actor's GRPO one; with LoRA both
-    objectives train the actor's one adapter, and gradient checkpointing is as the actor's config sets it. Needs
-    ``model`` to name the actor's model, ``lora_rank`` and ``lora_alpha`` equal to the actor's, and
+    objectives train the actor's one adapter, and gradient checkpointing is as the actor's config sets it: this
+    config's ``model``, ``lora_rank``, ``lora_alpha`` and ``gradient_checkpointing`` are then not used. Needs
     ``experience.mode="sync"`` (weights cannot be shared with a manager in another process)."""
     style: str = "json"
     """Answer format (:data:`EXTRACTOR_STYLES`): "json" (the paper's operation list), "lines" (one compact
@@ -446,17 +446,6 @@ class ExperimentConfig:
             raise ValueError(
                 f"{shared}: method={self.method!r} freezes the actor, whose weights the extractor would train; "
                 "accepted: comp_rl, static"
-            )
-        if self.extractor.model != self.model:
-            raise ValueError(
-                f"{shared}: extractor.model={self.extractor.model!r} must name the actor's model {self.model!r}"
-            )
-        lora = ("lora_rank", "lora_alpha")
-        if any(getattr(self.extractor, name) != getattr(self.actor, name) for name in lora):
-            raise ValueError(
-                f"{shared}: both learners train one set of weights, so extractor.lora_rank/lora_alpha="
-                f"{self.extractor.lora_rank}/{self.extractor.lora_alpha} must equal the actor's "
-                f"({self.actor.lora_rank}/{self.actor.lora_alpha})"
             )
 
     def to_dict(self) -> dict[str, Any]:

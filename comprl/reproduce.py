@@ -13,6 +13,7 @@ and lists profile, seeds, models, prompts and package versions.
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import platform
@@ -83,7 +84,10 @@ STEPS: tuple[Step, ...] = (
     Step(
         "04_ablations",
         lambda profile, root: {"seeds": _seeds(profile)},
-        lambda profile: [make_config(profile, env_id=ROOM, method="comp_rl", seed=s) for s in _seeds(profile)],
+        lambda profile: [
+            make_config(profile, env_id=ROOM, method="comp_rl", seed=s, **variant)
+            for variant in notebook_defaults("04_ablations")["variants"].values() for s in _seeds(profile)
+        ],
     ),
     Step("05_latency_analysis", lambda profile, root: {}, lambda profile: []),
     Step(
@@ -100,6 +104,16 @@ EXTRACTORS = {
     "paper": ["Qwen/Qwen3-4B-Thinking-2507", "Qwen/Qwen3-30B-A3B-Instruct-2507"],
 }
 """The extractor sizes of the ablation per profile (paper: Qwen3-4B vs Qwen3-30B-A3B)."""
+
+
+def notebook_defaults(notebook: str) -> dict[str, Any]:
+    """The default values of a notebook's parameters cell (the variants a notebook runs live there, once)."""
+    import papermill
+
+    from comprl.cli import notebook_path
+
+    found = papermill.inspect_notebook(str(notebook_path(notebook)))
+    return {name: ast.literal_eval(parameter["default"]) for name, parameter in found.items()}
 
 
 def reproduce(profile: str, results: Path, force: bool = False, only: list[str] | None = None) -> Path:

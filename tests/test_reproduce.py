@@ -32,5 +32,6 @@ def test_dry_run_checks_every_paper_config_and_prints_the_plan(capsys):
     assert main(["reproduce", "--profile", "paper", "--dry-run"]) == 0
     printed = capsys.readouterr().out
     assert "every config valid" in printed and "02_multitask: 24 runs, 128 steps each" in printed
+    assert "04_ablations: 15 runs" in printed  # the notebook's own five variants, three seeds each
     assert "Qwen/Qwen2.5-7B-Instruct" in printed and ">= 2 x 80 GB GPU" in printed
     assert "768 rollouts" in printed  # the 6-task mixture: 128 rollouts per task
