@@ -564,6 +564,16 @@ PROFILES: dict[str, ExperimentConfig] = {
 }
 
 
+EXTRACTOR_SIZES: dict[str, dict[str, str]] = {
+    "smoke": {"tiny-random A": "tiny-random", "tiny-random B": "tiny-random"},
+    "cpu": {"SmolLM2-135M": "smollm2-135m", "Gemma3-270M": "gemma3-270m"},
+    "paper": {"Qwen3-4B": "Qwen/Qwen3-4B-Thinking-2507", "Qwen3-30B-A3B": "Qwen/Qwen3-30B-A3B-Instruct-2507"},
+}
+"""The extractor-size ablation per profile (label -> extractor model, smaller first; notebook 03). Paper:
+Qwen3-4B vs Qwen3-30B-A3B. cpu: two models that install offline from PyPI (Gemma's is the pretrained, not the
+instruction-tuned, 270M). smoke: the tiny random model twice, to exercise the notebook."""
+
+
 NESTED = ("rollout", "actor", "extractor", "bank", "experience")
 """Fields of :class:`ExperimentConfig` that are configs themselves (overridden as ``"actor.learning_rate"``)."""
 

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from comprl import console, paper
-from comprl.config import PROFILES, ExperimentConfig, make_config
+from comprl.config import EXTRACTOR_SIZES, PROFILES, ExperimentConfig, make_config
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"
 PAPER_METHODS = ("baseline", "static", "exp_only", "comp_rl")
@@ -78,7 +78,7 @@ STEPS: tuple[Step, ...] = (
         lambda profile, root: {"seeds": _seeds(profile)},
         lambda profile: [
             make_config(profile, env_id=ROOM, method="comp_rl", seed=s, **{"extractor.model": model})
-            for model in EXTRACTORS[profile] for s in _seeds(profile)
+            for model in EXTRACTOR_SIZES[profile].values() for s in _seeds(profile)
         ],
     ),
     Step(
@@ -97,14 +97,6 @@ STEPS: tuple[Step, ...] = (
     ),
 )
 """The notebooks in dependency order (06 explores the bank of 01's comp_rl run)."""
-
-EXTRACTORS = {
-    "smoke": ["tiny-random"],
-    "cpu": ["smollm2-135m", "gemma3-270m"],
-    "paper": ["Qwen/Qwen3-4B-Thinking-2507", "Qwen/Qwen3-30B-A3B-Instruct-2507"],
-}
-"""The extractor sizes of the ablation per profile (paper: Qwen3-4B vs Qwen3-30B-A3B)."""
-
 
 def notebook_defaults(notebook: str) -> dict[str, Any]:
     """The default values of a notebook's parameters cell (the variants a notebook runs live there, once)."""

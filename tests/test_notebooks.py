@@ -110,3 +110,50 @@ def test_notebook_02_builds_table_1_and_the_task_scaling_figure(tmp_path):
     assert list(scaling["tasks_trained"]) == [1, 3]  # the single-task Room point and the 3-task mixture
     for name in ("task_scaling.png", "task_scaling.pdf", "learning_curves.png", "metrics.csv"):
         assert (out / name).stat().st_size > 0, name
+
+
+def test_notebook_04_runs_every_ablation_as_a_variant_of_comp_rl(tmp_path, capfd):
+    out = tmp_path / "nb04"
+    assert main(["run", "04_ablations", "--profile", "smoke", "--output-dir", str(out)]) == 0
+    lines = capfd.readouterr().out.splitlines()
+    assert [line for line in lines if not LOG_LINE.match(line)] == []  # one line per step and evaluation, no tables
+    variants = ["comp_rl", "no_merge", "no_search_and_ask", "no_split_advantages", "shared_weights"]
+    assert sorted(line.split(":")[0] for line in lines if "step 2/2" in line) == sorted(f"{v}_seed0" for v in variants)
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(summary["variant"]) == variants and (summary["seeds"] == 1).all()  # one row per variant
+    success = ["success_before", "guided_success_before", "success_after", "guided_success_after"]
+    assert summary[success].notna().all().all()
+    for name in ("04_ablations.ipynb", "metrics.csv", "ablations.png", "ablations.pdf"):
+        assert (out / name).stat().st_size > 0, name
+    configs = {v: json.loads((out / f"{v}_seed0" / "config.json").read_text()) for v in variants}
+    assert {v: c["method"] for v, c in configs.items()} == dict.fromkeys(variants, "comp_rl")
+    assert [v for v, c in configs.items() if not c["experience"]["search_and_ask"]] == ["no_search_and_ask"]
+    assert [v for v, c in configs.items() if c["extractor"]["merge_every"] == 0] == ["no_merge"]
+    assert [v for v, c in configs.items() if not c["actor"]["split_halves"]] == ["no_split_advantages"]
+    assert [v for v, c in configs.items() if c["extractor"]["share_actor"]] == ["shared_weights"]
+    merges = pd.read_csv(out / "metrics.csv").groupby("variant")["manager_merges"].sum()
+    assert merges["no_merge"] == 0 and (merges.drop("no_merge") >= 1).all()  # smoke merges every 2 steps
+
+
+def test_notebook_03_runs_comp_rl_once_per_extractor_and_tables_them(tmp_path, capfd):
+    out = tmp_path / "nb03"
+    assert main(["run", "03_extractor_size", "--profile", "smoke", "--output-dir", str(out)]) == 0
+    lines = capfd.readouterr().out.splitlines()
+    assert [line for line in lines if not LOG_LINE.match(line)] == []  # one line per step and evaluation, no tables
+    labels = ["tiny-random A", "tiny-random B"]  # the smoke profile's pair: the tiny random model twice
+    names = ["comp_rl_tiny_random_A_seed0", "comp_rl_tiny_random_B_seed0"]
+    assert sorted(line.split(":")[0] for line in lines if "step 2/2" in line) == names
+    for name in ("03_extractor_size.ipynb", "summary.csv", "metrics.csv", "extractor_size.png", "extractor_size.pdf"):
+        assert (out / name).stat().st_size > 0, name
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(summary["extractor"]) == labels and (summary["extractor_model"] == "tiny-random").all()
+    assert (summary["seeds"] == 1).all()
+    success = ["success_before", "guided_success_before", "success_after", "guided_success_after"]
+    assert summary[success].apply(lambda column: column.between(0, 1)).all().all()  # rates, none missing
+    assert (summary["final_bank_size"] >= 1).all() and summary["extractor_validity"].between(0, 1).all()
+    for name in names:
+        config = json.loads((out / name / "config.json").read_text())
+        assert config["method"] == "comp_rl" and config["extractor"]["model"] == "tiny-random"
+        with duckdb.connect(str(out / name / "run.duckdb"), read_only=True) as con:
+            phases = con.execute("SELECT phase, count(*) FROM metrics GROUP BY phase ORDER BY phase").fetchall()
+        assert phases == [("eval", 2), ("train", 2)]  # eval before and after, 2 smoke steps

