@@ -127,6 +127,9 @@ ATTEMPTS: dict[str, dict[str, Any]] = {
     "lit_i4g4_t6_T2_lr2e-4_c_brief": _constrained(
         steps=48, instances=4, group=4, turns=6, lr=2e-4, temperature=2.0, view="brief"
     ),
+    # Seed 0: 0.16 -> 0.66 held-out (random 0.06); training success 0.06-0.19 over the first 15 steps, 0.25-0.56
+    # over the last 5. Its actor heads for the stairs on 29 of 64 turns with them in view (16 held-out episodes at
+    # T0.7; the untrained model in the same view: 10 of 87, north 76%): it now reads where the stairs are.
 }
 """Attempt name -> config overrides of the ``cpu`` profile."""
 
