@@ -90,15 +90,15 @@ def test_batches_larger_than_max_batch_size_are_split(tiny):
     assert [len(c.token_ids) for c in out] == [3, 3, 3]
 
 
-def test_packed_chat_sequence_decodes_like_the_chat_template(tiny):
-    _, tokenizer = tiny
+def assert_packs_like_the_chat_template(tokenizer, system: str, first: str) -> None:
+    """A two-turn sequence packed by ChatFormat decodes to what the tokenizer's chat template renders."""
     fmt = ChatFormat.from_tokenizer(tokenizer)
     reply_ids = fmt.encode("<answer>north</answer>") + [tokenizer.eos_token_id]
-    packed = fmt.start("sys", "obs one") + reply_ids + fmt.next_turn(reply_ids, "obs two")
+    packed = fmt.start(system, first) + reply_ids + fmt.next_turn(reply_ids, "obs two")
     expected = tokenizer.apply_chat_template(
         [
-            {"role": "system", "content": "sys"},
-            {"role": "user", "content": "obs one"},
+            {"role": "system", "content": system},
+            {"role": "user", "content": first},
             {"role": "assistant", "content": "<answer>north</answer>"},
             {"role": "user", "content": "obs two"},
         ],
@@ -106,6 +106,10 @@ def test_packed_chat_sequence_decodes_like_the_chat_template(tiny):
         add_generation_prompt=True,
     )
     assert tokenizer.decode(packed) == expected
+
+
+def test_packed_chat_sequence_decodes_like_the_chat_template(tiny):
+    assert_packs_like_the_chat_template(tiny[1], "sys", "obs one")
 
 
 def test_sampling_params_reject_bad_values():
@@ -189,20 +193,7 @@ def test_gemma3_from_the_offline_chunk_packages_generates_text_in_its_chat_forma
     assert prompt.count(105) == 2 and prompt.count(106) == 1  # the turn markers are single special tokens
     out = HFEngine(model, tokenizer).generate([prompt], SamplingParams(max_new_tokens=8, temperature=0))[0]
     assert out.text.strip() and len(out.logprobs) == len(out.token_ids) > 0 and all(lp <= 0 for lp in out.logprobs)
-
-    reply_ids = fmt.encode("<answer>north</answer>") + [tokenizer.eos_token_id]
-    packed = prompt + reply_ids + fmt.next_turn(reply_ids, "obs two")
-    expected = tokenizer.apply_chat_template(
-        [
-            {"role": "system", "content": "Answer in one word."},
-            {"role": "user", "content": "What colour is the sky?"},
-            {"role": "assistant", "content": "<answer>north</answer>"},
-            {"role": "user", "content": "obs two"},
-        ],
-        tokenize=False,
-        add_generation_prompt=True,
-    )
-    assert tokenizer.decode(packed) == expected
+    assert_packs_like_the_chat_template(tokenizer, "Answer in one word.", "What colour is the sky?")
 
 
 def test_gemma3_without_its_package_names_the_extra_to_install(tmp_path, monkeypatch):
