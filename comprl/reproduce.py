@@ -29,7 +29,6 @@ import pandas as pd
 from comprl import console, paper
 from comprl.config import EXTRACTOR_SIZES, PROFILES, ExperimentConfig, make_config
 
-ROOM = "comprl/Room-Ultimate-5x5-v0"
 PAPER_METHODS = ("baseline", "static", "exp_only", "comp_rl")
 
 
@@ -62,7 +61,7 @@ STEPS: tuple[Step, ...] = (
         "01_single_task",
         lambda profile, root: {"seeds": _seeds(profile), "compare_with": ["baseline", "static", "exp_only"]},
         lambda profile: [
-            make_config(profile, env_id=ROOM, method=m, seed=s) for m in PAPER_METHODS for s in _seeds(profile)
+            make_config(profile, method=m, seed=s) for m in PAPER_METHODS for s in _seeds(profile)
         ],
     ),
     Step(
@@ -77,7 +76,7 @@ STEPS: tuple[Step, ...] = (
         "03_extractor_size",
         lambda profile, root: {"seeds": _seeds(profile)},
         lambda profile: [
-            make_config(profile, env_id=ROOM, method="comp_rl", seed=s, **{"extractor.model": model})
+            make_config(profile, method="comp_rl", seed=s, **{"extractor.model": model})
             for model in EXTRACTOR_SIZES[profile].values() for s in _seeds(profile)
         ],
     ),
@@ -85,7 +84,7 @@ STEPS: tuple[Step, ...] = (
         "04_ablations",
         lambda profile, root: {"seeds": _seeds(profile)},
         lambda profile: [
-            make_config(profile, env_id=ROOM, method="comp_rl", seed=s, **variant)
+            make_config(profile, method="comp_rl", seed=s, **variant)
             for variant in notebook_defaults("04_ablations")["variants"].values() for s in _seeds(profile)
         ],
     ),
