@@ -153,6 +153,7 @@ PARAMETERS_B = {
     "smollm2-135m": 0.135,
     "gemma3-270m": 0.27,
     "tiny-random": 0.001,
+    "all-minilm-l6-v2": 0.023,
 }
 """Parameter counts in billions (the model cards'), for the memory plan."""
 
@@ -164,25 +165,32 @@ BYTES_SERVED = 2
 
 
 def resource_plan(configs: list[ExperimentConfig]) -> str:
-    """GPUs and memory per model for the largest of ``configs``: each trained model holds its training state
-    and a bf16 generation copy, the embedder a bf16 copy; KV cache and activations come on top."""
+    """Memory per model over ``configs`` (and GPUs, for GPU profiles), and the largest run's size: a fully
+    fine-tuned model holds its training state and a bf16 generation copy, a LoRA-trained one and the embedder
+    their bf16 weights; KV cache and activations come on top."""
     if not configs:
         return "no training runs"
     rows = []
     trained: dict[str, float] = {}
     for config in configs:
-        trained[config.model] = max(trained.get(config.model, 0), _gb(config.model, BYTES_TRAINED + BYTES_SERVED))
+        learners = [(config.model, config.actor.lora_rank)]
         if config.uses_experience:
-            extractor = config.extractor.model
-            trained[extractor] = max(trained.get(extractor, 0), _gb(extractor, BYTES_TRAINED + BYTES_SERVED))
+            learners.append((config.extractor.model, config.extractor.lora_rank))
             trained[config.bank.embedder] = _gb(config.bank.embedder, BYTES_SERVED)
+        for model, lora_rank in learners:  # LoRA trains adapters of a few MB beside the frozen weights
+            gb = _gb(model, BYTES_SERVED if lora_rank else BYTES_TRAINED + BYTES_SERVED)
+            trained[model] = max(trained.get(model, 0), gb)
     for model, gb in trained.items():
-        gpus = "?" if math.isnan(gb) else str(max(1, math.ceil(gb / GPU_MEMORY_GB)))
-        rows.append(f"  {model:36s} {'unknown size' if math.isnan(gb) else f'{gb:7.1f} GB':>12s}  >= {gpus} x {GPU_MEMORY_GB} GB GPU")
+        size = "unknown size" if math.isnan(gb) else f"{gb:7.1f} GB"
+        if any(c.requires_gpu for c in configs):
+            gpus = "?" if math.isnan(gb) else str(max(1, math.ceil(gb / GPU_MEMORY_GB)))
+            size += f"  >= {gpus} x {GPU_MEMORY_GB} GB GPU"
+        rows.append(f"  {model:36s} {size}")
     biggest = max(configs, key=lambda c: c.mixture().size * c.group_size * c.steps)
     rollouts = biggest.mixture().size * biggest.group_size
     return "\n".join([
-        "memory per model (training state + generation copy; KV cache and activations extra):",
+        "memory per model (full fine-tune: training state + generation copy; LoRA: the bf16 weights; KV cache and "
+        "activations extra):",
         *rows,
         f"largest run: {biggest.task}, {rollouts} rollouts x up to {max(biggest.mixture().max_turns.values())} turns "
         f"per step, {biggest.steps} steps (time per step: measure tokens/s on your GPU with "
