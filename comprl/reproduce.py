@@ -135,11 +135,11 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
 
 def dry_run(profile: str) -> str:
     """Build every config the reproduction would run (each is validated as it is built) and the resource plan."""
-    configs = [config for step in STEPS for config in step.configs(profile)]
+    runs = {step.notebook: step.configs(profile) for step in STEPS}
+    configs = [config for configs in runs.values() for config in configs]
     lines = [f"comprl reproduce --profile {profile}: {len(configs)} training runs, every config valid"]
-    for step in STEPS:
-        runs = step.configs(profile)
-        lines.append(f"  {step.notebook}: {len(runs)} runs" + (f", {runs[0].steps} steps each" if runs else ""))
+    for notebook, its in runs.items():
+        lines.append(f"  {notebook}: {len(its)} runs" + (f", {its[0].steps} steps each" if its else ""))
     lines += ["", resource_plan(configs)]
     return "\n".join(lines)
 

@@ -200,10 +200,9 @@ def task_table(metrics: pd.DataFrame) -> pd.DataFrame:
 
     evals = metrics[metrics["phase"] == "eval"]
     last = evals.loc[evals.groupby("run")["step"].idxmax()]
-    names = list(dict.fromkeys(TASK_NAMES.values()))
     rows = []
     for tasks, group in last.groupby("env_id", sort=False):
-        present = [n for n in names if f"{n}_success_rate" in group and group[f"{n}_success_rate"].notna().any()]
+        present = [n for n in TASK_NAMES.values() if f"{n}_success_rate" in group and group[f"{n}_success_rate"].notna().any()]
         single = [] if present else [task_name(tasks)]
         for label, method, with_experience in TABLE_ROWS:
             runs = group[group["method"] == method]

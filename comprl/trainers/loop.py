@@ -151,8 +151,9 @@ def run_experiment(
     torch.manual_seed(config.seed)
     mixture = config.mixture()
     envs_by_task = make_envs(config)
-    envs = [env for task_envs in envs_by_task.values() for env in task_envs]  # rollout order: instance by instance
-    tasks = [instance.env_id for instance in mixture.instances(config.seed, 1) for _ in range(config.group_size)]
+    # rollout order, as TaskMixture.instances lists instances: task by task, each instance group_size times
+    envs = [env for task_envs in envs_by_task.values() for env in task_envs]
+    tasks = [task for task, task_envs in envs_by_task.items() for _ in task_envs]
 
     def record(step: int, phase: str, metrics: dict[str, float]) -> None:
         run.log(step, phase, metrics)
