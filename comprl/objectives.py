@@ -23,13 +23,16 @@ Paper: "Complementary Reinforcement Learning", arXiv 2603.17621. Two learners sh
   stop-gradient *weight*: every token keeps the gradient of its log-prob, clipped or not (PPO clipping
   instead zeroes the gradient of clipped tokens). See :func:`cispo_loss`.
 
-  Note: TRL (>= 0.26) has ``loss_type="cispo"``, but there ``epsilon_high`` is an *absolute* cap on the ratio
-  (ratio <= epsilon_high) and there is no lower clip, so its window is not the paper's
-  [1 - eps_low, 1 + eps_high] = [0.9, 1.1]. Do not carry TRL's epsilon values over to this module.
+  Note: TRL's ``loss_type="cispo"`` (read in TRL 1.16) uses the weight sg(min(ratio, epsilon_high)): no lower
+  clip, and ``epsilon_high`` is the cap *itself* (TRL recommends 5.0), not an offset from 1. So its window is not
+  the paper's [1 - eps_low, 1 + eps_high] = [0.9, 1.1]; with epsilon_high = 1 + eps_high the two agree only while
+  no ratio is below 1 - eps_low. Do not carry TRL's epsilon values over to this module.
 
 Loss aggregation (:func:`aggregate`): the paper uses ``"token-mean"`` (sum over all action tokens of the batch
 divided by their number); the official code uses ``"seq-mean-token-mean"`` (mean over tokens within a
-sequence, then mean over sequences). They differ when sequences have unequal lengths.
+sequence, then mean over sequences). They differ when sequences have unequal lengths. :func:`grpo_policy_loss`
+with these two modes equals TRL's ``GRPOTrainer`` ``loss_type`` "bnpo" and "grpo" (tests/test_trl_oracle.py),
+except that TRL's "grpo" counts a sequence with no action token in its mean (as 0) where ours leaves it out.
 
 Conventions: losses are returned as scalars to MINIMISE (= -J). ``mask`` is 1 on the model's own action tokens
 and 0 on context/padding (float or bool). Diagnostics are python floats computed over masked tokens, without
