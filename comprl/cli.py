@@ -111,15 +111,29 @@ def main(argv: list[str] | None = None) -> int:
     again.add_argument("--results", type=Path, default=REPO_ROOT / "results", help="where results/<profile>/ and REPORT.md go")
     again.add_argument("--only", nargs="+", default=None, metavar="NOTEBOOK", help="these notebooks only (e.g. 01_single_task)")
     again.add_argument("--force", action="store_true", help="execute notebooks that finished before (their finished runs are still skipped)")
-    again.add_argument("--dry-run", action="store_true", help="validate every config of the profile and print the resource plan")
+    again.add_argument(
+        "--dry-run", action="store_true",
+        help="validate every config of the profile and print the resource plan: memory, GPUs, tokens and time per step",
+    )
+    again.add_argument(
+        "--throughput", type=Path, default=None, metavar="FILE",
+        help="with --dry-run: a measurement of benchmarks/rollout_throughput.py --json to turn the token budget into "
+        "step times (default: the files in RESULTS/throughput/ measured on the profile's kind of device)",
+    )
     args = parser.parse_args(argv)
 
     if args.command == "reproduce":
         from comprl import reproduce
+        from comprl.planner import ThroughputError
 
         if args.dry_run:
-            print(reproduce.dry_run(args.profile))
+            try:
+                print(reproduce.dry_run(args.profile, args.throughput, args.results / "throughput"))
+            except ThroughputError as err:
+                raise SystemExit(f"comprl: {err}")
             return 0
+        if args.throughput is not None:
+            parser.error("--throughput only applies with --dry-run")
         report = reproduce.reproduce(args.profile, args.results.resolve(), force=args.force, only=args.only)
         print(f"comprl: report in {report}")
         return 0

@@ -13,8 +13,9 @@ from typing import Any
 
 from comprl.envs import ENV_IDS
 from comprl.envs.mixture import MIXTURES, TaskMixture, task_name
+from comprl.llm import ENGINES
 from comprl.llm.engine import SamplingParams
-from comprl.llm.loading import DTYPES
+from comprl.llm.loading import AUTOCAST_DTYPES, DTYPES, TRAINER_BACKENDS
 from comprl.objectives import AGGREGATIONS
 
 METHODS: tuple[str, ...] = ("baseline", "comp_rl", "static", "exp_only")
@@ -56,10 +57,27 @@ class RolloutConfig:
     max_context_tokens: int = 8192
     """An episode whose sequence would outgrow this is truncated (counted in ``Trajectory.truncated``) through the
     env's own truncation step, so it earns the env's truncation reward (ALFWorld: -1; SWE-lite grades the work)."""
+    engine: str = "hf"
+    """Generation engine of the actor (:data:`comprl.llm.ENGINES`): "hf", transformers ``generate`` on CPU or GPU,
+    or "vllm", vLLM on the trainer's CUDA GPU with its weights synced after every actor update
+    (:mod:`comprl.llm.vllm_engine`, the extra ``comprl[gpu]``; no ``constrained_actions``). The paper's official
+    code rolls out with vLLM; the ``paper`` profile uses it. The extractor always generates with "hf"."""
+    vllm_gpu_memory: float = 0.3
+    """With ``engine="vllm"``: share of the GPU's memory vLLM may take (its weights and KV cache) beside the
+    trainer on the same GPU (vLLM's ``gpu_memory_utilization``; 0.3 is TRL's default for colocated vLLM)."""
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
             raise ValueError(f"rollout temperature={self.temperature!r}: accepted: >= 0 (0 = greedy decoding)")
+        if self.engine not in ENGINES:
+            raise ValueError(f"rollout engine={self.engine!r}; accepted: {', '.join(ENGINES)}")
+        if self.engine == "vllm" and self.constrained_actions:
+            raise ValueError(
+                "rollout constrained_actions=True is not supported by engine='vllm'; accepted: engine='hf' with it, "
+                "or constrained_actions=False"
+            )
+        if not 0 < self.vllm_gpu_memory <= 1:
+            raise ValueError(f"rollout vllm_gpu_memory={self.vllm_gpu_memory!r}: accepted: a share in (0, 1]")
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, stop=self.stop)
@@ -87,13 +105,37 @@ class OptimConfig:
     """LoRA scaling numerator (effective scale alpha / rank)."""
     gradient_checkpointing: bool = False
     """Recompute each layer's activations in the backward pass instead of keeping them (less memory in the
-    update, about one more forward pass of time)."""
+    update, about one more forward pass of time). Official code: on (``recompute_granularity: full``)."""
+    autocast: str | None = None
+    """Mixed precision of the trainer's forward passes: ``"bfloat16"`` runs them under
+    ``torch.autocast(dtype=torch.bfloat16)``, so matrix products are bfloat16 whatever the weights' dtype (fp32
+    LoRA adapters on a bfloat16 base, a model kept in float32), while log-softmax, importance ratios, the loss, the
+    fp32 masters and AdamW stay float32; None: each product in its weights' dtype (comprl's earlier behaviour).
+    Sampling is untouched, so on-policy ratios move off 1 by bfloat16 rounding (SmolLM2-135M, fp32 LoRA: mean
+    |delta log p| 0.02, max 0.12 per token; bfloat16 weights alone: 0.035 and 0.22). Source: comprl's; the paper
+    is silent, and the official code trains in bf16 through Megatron (``dtype: bf16``, fp32 main weights in its
+    distributed optimiser), which the paper profile matches with bfloat16 weights, fp32 masters and this on."""
+    backend: str = "hf"
+    """How the trained model gets its LoRA adapters (:data:`comprl.llm.loading.TRAINER_BACKENDS`): ``"hf"``
+    (peft's ``get_peft_model``, transformers' gradient checkpointing) or ``"unsloth"``
+    (``FastLanguageModel.get_peft_model`` with unsloth's own gradient checkpointing, on a model loaded by
+    ``load_model(..., backend="unsloth")``; CUDA only, ``pip install 'comprl[gpu]'``, ``lora_rank > 0``).
+    comprl's option for faster, leaner LoRA training on one GPU; the official code uses neither."""
 
     def __post_init__(self) -> None:
         if self.aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation={self.aggregation!r}; accepted: {', '.join(AGGREGATIONS)}")
         if self.micro_batch_size < 1 or self.update_epochs < 1:
             raise ValueError("micro_batch_size and update_epochs must be >= 1")
+        if self.autocast is not None and self.autocast not in AUTOCAST_DTYPES:
+            raise ValueError(f"autocast={self.autocast!r}; accepted: None (off), {', '.join(AUTOCAST_DTYPES)}")
+        if self.backend not in TRAINER_BACKENDS:
+            raise ValueError(f"backend={self.backend!r}; accepted: {', '.join(TRAINER_BACKENDS)}")
+        if self.backend == "unsloth" and self.lora_rank < 1:
+            raise ValueError(
+                "backend='unsloth' trains LoRA adapters (FastLanguageModel.get_peft_model): set lora_rank > 0, "
+                "or use backend='hf' for a full fine-tune"
+            )
 
 
 
@@ -126,7 +168,8 @@ class ExtractorConfig(OptimConfig):
     unstable and collapsed late; paper: False, separate weights): it generates with the actor's weights and CISPO
     updates them (method ``comp_rl``), with an AdamW of its own beside the actor's GRPO one; with LoRA both
     objectives train the actor's one adapter, and gradient checkpointing is as the actor's config sets it: this
-    config's ``model``, ``lora_rank``, ``lora_alpha`` and ``gradient_checkpointing`` are then not used. Needs
+    config's ``model``, ``lora_rank``, ``lora_alpha``, ``gradient_checkpointing``, ``autocast`` and ``backend`` are
+    then not used. Needs
     ``experience.mode="sync"`` (weights cannot be shared with a manager in another process)."""
     style: str = "json"
     """Answer format (:data:`EXTRACTOR_STYLES`): "json" (the paper's operation list), "lines" (one compact
@@ -275,7 +318,8 @@ class ExperienceConfig:
     extractor's updates run in the background while the actor rolls out. The baseline method runs no manager
     (``"none"`` in the latency analysis)."""
     ray_address: str | None = None
-    """Ray cluster to join in async mode (``"auto"`` or ``"ray://host:10001"``); None starts Ray on this machine."""
+    """The run's Ray cluster, joined by the async manager and the rollout workers (``"auto"``, ``"host:6379"``
+    or ``"ray://host:10001"``); None starts Ray on this machine."""
     manager_cores: tuple[int, ...] = ()
     """CPU cores the async manager's process is pinned to, its torch threads set to their number (the laptop
     analogue of the paper's separate GPUs); empty = no pinning."""
@@ -390,6 +434,12 @@ class ExperimentConfig:
     the weights they fully fine-tune (:class:`~comprl.policy.PolicyTrainer`); LoRA adapters stay fp32."""
     requires_gpu: bool = False
     """Refuse to run without CUDA (the ``paper`` profile)."""
+    rollout_workers: int = 0
+    """Ray actors that play each step's rollouts, whole GRPO groups each, with their own copy of the actor's
+    model (:mod:`comprl.trainers.workers`); they join ``experience.ray_address``. 0: the rollout runs in this
+    process. The official code rolls out on Ray workers (through verl); comprl's default keeps one process."""
+    rollout_worker_cpus: int = 1
+    """CPUs Ray reserves for each rollout worker (its torch threads); on CUDA each also takes one GPU."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     """Sampling and prompt formatting of the actor's turns."""
     actor: ActorConfig = field(default_factory=ActorConfig)
@@ -423,6 +473,8 @@ class ExperimentConfig:
             raise ValueError(f"dtype={self.dtype!r}; accepted: {', '.join(DTYPES)}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device={self.device!r}; accepted: auto, cpu, cuda")
+        if self.rollout.engine == "vllm" and self.device == "cpu":
+            raise ValueError("rollout.engine='vllm' runs on a CUDA GPU; device='cpu' accepts rollout.engine='hf' only")
         if self.uses_experience and self.group_size < 4:
             raise ValueError(
                 f"group_size={self.group_size} with method={self.method!r}: methods with experience split each group "
@@ -433,6 +485,16 @@ class ExperimentConfig:
             raise ValueError(f"eval_temperature={self.eval_temperature!r}; accepted: >= 0 (0 = greedy decoding)")
         if self.uses_experience and self.extractor.share_actor:
             self._check_shared_weights()
+        if self.rollout_workers < 0 or self.rollout_worker_cpus < 1:
+            raise ValueError(
+                f"rollout_workers={self.rollout_workers!r}, rollout_worker_cpus={self.rollout_worker_cpus!r}: "
+                "accepted rollout_workers >= 0 (0: roll out in this process) and rollout_worker_cpus >= 1"
+            )
+        if self.rollout_workers and self.uses_experience and self.experience.search_and_ask and self.experience.mode != "async":
+            raise ValueError(
+                "rollout_workers with experience.search_and_ask needs experience.mode='async': the workers ask the "
+                "manager's Ray actor mid-episode, and a sync manager lives in the driver's process"
+            )
 
     def _check_shared_weights(self) -> None:
         """``extractor.share_actor``: one model, trained in this process by both learners."""
@@ -563,9 +625,16 @@ PROFILES: dict[str, ExperimentConfig] = {
         device="cuda",
         dtype="bfloat16",
         requires_gpu=True,
-        rollout=RolloutConfig(max_new_tokens=512),
-        actor=ActorConfig(learning_rate=1e-6, micro_batch_size=4),
-        extractor=ExtractorConfig(model="Qwen/Qwen3-4B-Thinking-2507", max_new_tokens=2048, learning_rate=1e-6),
+        # the official config (examples/singletask-agentic/single_task_complementaryrl.yaml): vLLM, 4,096 new
+        # tokens per reply, sequences of up to 32,768 tokens, the extractor's replies up to 8,192
+        rollout=RolloutConfig(max_new_tokens=4096, max_context_tokens=32768, engine="vllm"),
+        # bf16 compute over fp32 master weights and full activation recomputation, as the official code trains
+        # (Megatron, dtype bf16, recompute_granularity full)
+        actor=ActorConfig(learning_rate=1e-6, micro_batch_size=4, gradient_checkpointing=True, autocast="bfloat16"),
+        extractor=ExtractorConfig(
+            model="Qwen/Qwen3-4B-Thinking-2507", max_new_tokens=8192, learning_rate=1e-6, gradient_checkpointing=True,
+            autocast="bfloat16",
+        ),
         bank=BankConfig(embedder="Qwen/Qwen3-Embedding-0.6B"),
     ),
 }

@@ -7,14 +7,17 @@ of :mod:`comprl.objectives` and in how advantages are computed.
 
 from __future__ import annotations
 
+import random
 import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import torch
 from transformers import PreTrainedModel
 
+from comprl.llm.loading import UNSLOTH_TARGET_MODULES, loaded_by_unsloth, unsloth_fast_language_model
 from comprl.llm.scoring import token_logprobs
 from comprl.config import OptimConfig
 
@@ -74,20 +77,53 @@ def pad_batch(sequences: Sequence[PackedSequence], pad_id: int) -> dict[str, tor
 
 
 def _set_up(model: PreTrainedModel, config: OptimConfig) -> PreTrainedModel:
-    """The model to train: with LoRA adapters injected when ``lora_rank > 0``, and gradient checkpointing on when
-    asked."""
-    if config.lora_rank > 0:
-        from peft import LoraConfig, get_peft_model
+    """The model to train: with LoRA adapters injected when ``lora_rank > 0`` (by peft, or by unsloth for
+    ``backend="unsloth"``), and gradient checkpointing on when asked."""
+    if config.backend == "unsloth":
+        model = _unsloth_lora(model, config)
+    else:
+        if config.lora_rank > 0:
+            from peft import LoraConfig, get_peft_model
 
-        lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, target_modules="all-linear", lora_dropout=0.0)
-        with warnings.catch_warnings():  # peft reads an attribute transformers has deprecated
-            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-            model = get_peft_model(model, lora)
-    if config.gradient_checkpointing:
-        if hasattr(model, "activation_checkpointing_enable"):  # the name since transformers 5.x
-            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-        else:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, target_modules="all-linear", lora_dropout=0.0)
+            with warnings.catch_warnings():  # peft reads an attribute transformers has deprecated
+                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+                model = get_peft_model(model, lora)
+        if config.gradient_checkpointing:
+            if hasattr(model, "activation_checkpointing_enable"):  # the name since transformers 5.x
+                model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def _unsloth_lora(model: PreTrainedModel, config: OptimConfig) -> PreTrainedModel:
+    """LoRA adapters through ``FastLanguageModel.get_peft_model`` (its fused LoRA kernels), with unsloth's own
+    gradient checkpointing (``"unsloth"``: activations offloaded to CPU memory; plain recomputation for models
+    prepared for sequences under 512 tokens) instead of transformers'."""
+    fast_language_model = unsloth_fast_language_model(next(model.parameters()).device)
+    if not loaded_by_unsloth(model):
+        raise ValueError(
+            "backend='unsloth' adds LoRA adapters to a model unsloth loaded: load it with "
+            "comprl.llm.load_model(name, backend='unsloth') (or FastLanguageModel.from_pretrained)"
+        )
+    # get_peft_model reseeds Python's, numpy's and torch's global generators with its random_state: draw that from
+    # torch's generator (as peft's adapter initialisation would) and leave every generator as it was otherwise.
+    random_state = int(torch.randint(2**31 - 1, ()).item())
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=range(torch.cuda.device_count())):
+        model = fast_language_model.get_peft_model(
+            model,
+            r=config.lora_rank,
+            lora_alpha=config.lora_alpha,
+            lora_dropout=0.0,
+            bias="none",
+            target_modules=list(UNSLOTH_TARGET_MODULES),
+            use_gradient_checkpointing="unsloth" if config.gradient_checkpointing else False,
+            random_state=random_state,
+        )
+    random.setstate(python_state)
+    np.random.set_state(numpy_state)
     return model
 
 
@@ -103,9 +139,15 @@ class PolicyTrainer:
     steps; the model's weights are the masters rounded after every step. Stepped in place, a bfloat16 weight
     loses AdamW's small steps to rounding (at the paper's lr 1e-6, 10 steps changed 2% of the weights).
 
+    ``config.autocast="bfloat16"``: the trainer's forward passes run under bfloat16 autocast, so fp32 weights (LoRA
+    adapters, a float32 model) compute in bfloat16, while log-softmax, ratios, the loss, the gradients AdamW
+    reads, the masters and AdamW's state stay fp32. Checkpointed layers recompute under the same autocast (torch's
+    checkpoint records it).
+    ``config.backend="unsloth"``: the adapters come from unsloth's ``FastLanguageModel.get_peft_model``.
+
     ``weights_of``: another trainer whose weights this one trains too (two objectives on one model, e.g.
-    ``ExtractorConfig.share_actor``): ``model`` must be that trainer's model, already set up (its LoRA adapters and
-    gradient checkpointing; this ``config``'s are not applied again), the fp32 masters are that trainer's, and
+    ``ExtractorConfig.share_actor``): ``model`` must be that trainer's model, already set up (its LoRA adapters,
+    gradient checkpointing and autocast; this ``config``'s are not applied), the fp32 masters are that trainer's, and
     only the AdamW state is this trainer's own. Updates must not overlap (one process, one at a time).
     """
 
@@ -127,6 +169,11 @@ class PolicyTrainer:
         else:
             self._masters, self._low_precision = weights_of._masters, weights_of._low_precision
         self.model = model
+        self.autocast = (
+            weights_of.autocast if weights_of is not None else None if config.autocast is None else getattr(torch, config.autocast)
+        )
+        """The dtype the trainer's forward passes autocast to (None: each weight's own dtype); with ``weights_of``,
+        that trainer's."""
         self.optimizer = torch.optim.AdamW(self._masters, lr=config.learning_rate, weight_decay=config.weight_decay)
 
     def logprob_temperature(self, sequence: PackedSequence) -> float:
@@ -207,7 +254,7 @@ class PolicyTrainer:
             with torch.set_grad_enabled(backward):
                 logprobs = token_logprobs(
                     self.model, batch["input_ids"], batch["attention_mask"], batch["action_mask"], temperatures,
-                    choices=[sequences[i].choices for i in rows],
+                    choices=[sequences[i].choices for i in rows], autocast=self.autocast,
                 )
                 loss, stats = self.loss_fn(logprobs, batch["old_logprobs"], advantages[rows].to(device), batch["action_mask"])
                 tokens = int(batch["action_mask"].sum())

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import json
-import math
 import platform
 import time
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ import pandas as pd
 
 from comprl import console, paper
 from comprl.config import EXTRACTOR_SIZES, PROFILES, ExperimentConfig, make_config
+from comprl.planner import THROUGHPUT_DIR, device_kind, find_throughputs, load_throughput, resource_plan
 
 PAPER_METHODS = ("baseline", "static", "exp_only", "comp_rl")
 
@@ -133,74 +133,26 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
     return write_report(profile, results)
 
 
-def dry_run(profile: str) -> str:
-    """Build every config the reproduction would run (each is validated as it is built) and the resource plan."""
+def dry_run(profile: str, throughput: Path | None = None, throughput_dir: Path | None = None) -> str:
+    """Build every config the reproduction would run (each is validated as it is built) and the resource plan.
+
+    ``throughput``: a measurement file of ``benchmarks/rollout_throughput.py --json`` (:func:`load_throughput`)
+    that turns the token budget into step times. Without one, the measurements under ``throughput_dir`` (default
+    :data:`THROUGHPUT_DIR`) made on the profile's kind of device (a GPU for GPU profiles) are used; where there is
+    none, the plan says so and names the command that measures one.
+    """
     runs = {step.notebook: step.configs(profile) for step in STEPS}
     configs = [config for configs in runs.values() for config in configs]
     lines = [f"comprl reproduce --profile {profile}: {len(configs)} training runs, every config valid"]
     for notebook, its in runs.items():
         lines.append(f"  {notebook}: {len(its)} runs" + (f", {its[0].steps} steps each" if its else ""))
-    lines += ["", resource_plan(configs)]
+    folder = THROUGHPUT_DIR if throughput_dir is None else Path(throughput_dir)
+    if throughput is not None:
+        measured, elsewhere = [load_throughput(throughput)], []
+    else:
+        measured, elsewhere = find_throughputs(folder, device_kind(configs))
+    lines += ["", resource_plan(runs, measured, elsewhere, profile=profile, searched=folder)]
     return "\n".join(lines)
-
-
-PARAMETERS_B = {
-    "Qwen/Qwen2.5-7B-Instruct": 7.62,
-    "Qwen/Qwen3-4B-Thinking-2507": 4.02,
-    "Qwen/Qwen3-4B-Instruct-2507": 4.02,
-    "Qwen/Qwen3-30B-A3B-Instruct-2507": 30.5,
-    "Qwen/Qwen3-Embedding-0.6B": 0.6,
-    "smollm2-135m": 0.135,
-    "gemma3-270m": 0.27,
-    "tiny-random": 0.001,
-    "all-minilm-l6-v2": 0.023,
-}
-"""Parameter counts in billions (the model cards'), for the memory plan."""
-
-GPU_MEMORY_GB = 80
-BYTES_TRAINED = 16
-"""Per parameter of a fully fine-tuned model: bf16 weights and gradients, fp32 master copy and two Adam moments."""
-BYTES_SERVED = 2
-"""Per parameter of a bf16 copy that only generates (the rollout engine's, or an embedder)."""
-
-
-def resource_plan(configs: list[ExperimentConfig]) -> str:
-    """Memory per model over ``configs`` (and GPUs, for GPU profiles), and the largest run's size: a fully
-    fine-tuned model holds its training state and a bf16 generation copy, a LoRA-trained one and the embedder
-    their bf16 weights; KV cache and activations come on top."""
-    if not configs:
-        return "no training runs"
-    rows = []
-    trained: dict[str, float] = {}
-    for config in configs:
-        learners = [(config.model, config.actor.lora_rank)]
-        if config.uses_experience:
-            learners.append((config.extractor.model, config.extractor.lora_rank))
-            trained[config.bank.embedder] = _gb(config.bank.embedder, BYTES_SERVED)
-        for model, lora_rank in learners:  # LoRA trains adapters of a few MB beside the frozen weights
-            gb = _gb(model, BYTES_SERVED if lora_rank else BYTES_TRAINED + BYTES_SERVED)
-            trained[model] = max(trained.get(model, 0), gb)
-    for model, gb in trained.items():
-        size = "unknown size" if math.isnan(gb) else f"{gb:7.1f} GB"
-        if any(c.requires_gpu for c in configs):
-            gpus = "?" if math.isnan(gb) else str(max(1, math.ceil(gb / GPU_MEMORY_GB)))
-            size += f"  >= {gpus} x {GPU_MEMORY_GB} GB GPU"
-        rows.append(f"  {model:36s} {size}")
-    biggest = max(configs, key=lambda c: c.mixture().size * c.group_size * c.steps)
-    rollouts = biggest.mixture().size * biggest.group_size
-    return "\n".join([
-        "memory per model (full fine-tune: training state + generation copy; LoRA: the bf16 weights; KV cache and "
-        "activations extra):",
-        *rows,
-        f"largest run: {biggest.task}, {rollouts} rollouts x up to {max(biggest.mixture().max_turns.values())} turns "
-        f"per step, {biggest.steps} steps (time per step: measure tokens/s on your GPU with "
-        "benchmarks/rollout_throughput.py)",
-    ])
-
-
-def _gb(model: str, bytes_per_parameter: int) -> float:
-    billions = PARAMETERS_B.get(model, math.nan)
-    return billions * bytes_per_parameter
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
+
+from comprl import planner, reproduce
 from comprl.cli import main
+from comprl.config import make_config
+from comprl.envs import ENV_IDS
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_path, capsys):
@@ -28,10 +40,182 @@ def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_pat
     capsys.readouterr()
 
 
-def test_dry_run_checks_every_paper_config_and_prints_the_plan(capsys):
-    assert main(["reproduce", "--profile", "paper", "--dry-run"]) == 0
+def test_dry_run_checks_every_paper_config_and_prints_the_plan(tmp_path, capsys):
+    # an empty results folder: no throughput measurement to be found
+    assert main(["reproduce", "--profile", "paper", "--dry-run", "--results", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "every config valid" in printed and "02_multitask: 24 runs, 128 steps each" in printed
     assert "04_ablations: 15 runs" in printed  # the notebook's own five variants, three seeds each
-    assert "Qwen/Qwen2.5-7B-Instruct" in printed and ">= 2 x 80 GB GPU" in printed
-    assert "768 rollouts" in printed  # the 6-task mixture: 128 rollouts per task
+    # memory per model, GPU placement and count
+    assert "Qwen/Qwen2.5-7B-Instruct               137.2 GB  >= 2 x 80 GB GPU" in printed
+    assert "Qwen/Qwen3-4B-Thinking-2507             72.4 GB" in printed
+    assert "actor      GPUs 0-7" in printed and "extractor  GPUs 8-15" in printed and "embedder   GPUs 12-13" in printed
+    assert "total: 16 GPUs on 2 nodes for 45 runs" in printed and "total: 8 GPUs on 1 node for 9 runs" in printed
+    assert "the reproduction needs 16 GPUs at once" in printed
+    # the token budget of the largest run: the 6-task mixture, 128 rollouts per task
+    assert "largest run (02_multitask, room+webshop+alfworld+maze+keyroom+sokoban, comp_rl): 768 rollouts" in printed
+    assert "actor:     prefill" in printed and "extractor: 768 distillation calls" in printed
+    # no measurement: said plainly, no step time, and the command that measures one
+    assert "no throughput measurement for a GPU" in printed and "no step time is estimated" in printed
+    assert "python benchmarks/rollout_throughput.py --model Qwen/Qwen2.5-7B-Instruct" in printed and "--json auto" in printed
+    assert "step             =" not in printed
+
+
+def _cpu_measurement() -> Path:
+    """The CPU measurement checked in under results/throughput/."""
+    found = [p for p in sorted(planner.THROUGHPUT_DIR.glob("*.json")) if json.loads(p.read_text())["device_kind"] == "cpu"]
+    assert found, f"no CPU measurement in {planner.THROUGHPUT_DIR}"
+    return found[0]
+
+
+def test_plan_turns_the_checked_in_cpu_measurement_into_a_step_time(capsys):
+    path = _cpu_measurement()
+    assert main(["reproduce", "--profile", "paper", "--dry-run", "--throughput", str(path)]) == 0
+    printed = capsys.readouterr().out
+    assert ">= 2 x 80 GB GPU" in printed and "total: 16 GPUs on 2 nodes" in printed  # still memory and GPUs
+    assert f"expected step time from {path.relative_to(REPO)}" in printed
+    assert "measured on CPU: " in printed and "smollm2-135m" in printed
+    assert "a CPU measurement for runs on a GPU" in printed and "devices: 1" in printed  # labelled, not spread
+    assert "rate of a model = measured rate x measured parameters / the model's active parameters" in printed
+    step = next(line for line in printed.splitlines() if line.startswith("  step             ="))
+    assert "rollout + actor update + extraction + extractor update (experience.mode=sync" in step
+    assert "whole reproduction" in printed
+    # the printed step is the sum of the phases, each tokens over the rate of its model
+    throughput = planner.load_throughput(path)
+    config = make_config("paper", tasks="6-task", method="comp_rl")
+    budget = planner.step_budget(config)
+    took = planner.step_time(config, budget, throughput)
+    actor_scale = throughput.parameters_b / 7.62
+    assert took.rollout == pytest.approx(
+        budget.prefill / (throughput.prefill_tokens_per_s * actor_scale)
+        + budget.decode / (throughput.decode_tokens_per_s * actor_scale)
+    )
+    assert took.step == pytest.approx(took.rollout + took.actor_update + took.extraction + took.extractor_update)
+    assert step.endswith(planner._duration(took.step))
+
+
+def test_a_measurement_in_the_results_folder_is_used_only_for_its_kind_of_device(tmp_path, capsys):
+    (tmp_path / "throughput").mkdir()
+    (tmp_path / "throughput" / "cpu.json").write_text(_cpu_measurement().read_text())
+    assert main(["reproduce", "--profile", "paper", "--dry-run", "--results", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "no throughput measurement for a GPU" in printed and "cpu.json, measured on CPU" in printed
+    assert "pass it with --throughput" in printed and "step             =" not in printed
+    assert main(["reproduce", "--profile", "cpu", "--dry-run", "--results", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "expected step time from" in printed and "cpu.json" in printed and "step             =" in printed
+
+
+def test_gpu_measurement_spreads_over_the_placement_and_scales_by_parameters(tmp_path):
+    path = tmp_path / "h100.json"
+    path.write_text(json.dumps({
+        "format": planner.THROUGHPUT_FORMAT, "device": "GPU: made up for the test", "device_kind": "cuda",
+        "model": "Qwen/Qwen2.5-7B-Instruct", "batch_size": 128, "prefill_tokens_per_s": 20000.0,
+        "decode_tokens_per_s": 2000.0, "train_tokens_per_s": 3000.0, "train_model": "smollm2-135m",
+    }))
+    throughput = planner.load_throughput(path)
+    assert throughput.parameters_b == 7.62 and throughput.train_parameters_b == 0.135  # known sizes filled in
+    config = make_config("paper", method="comp_rl")
+    budget = planner.step_budget(config)
+    took = planner.step_time(config, budget, throughput)
+    assert planner.learner_devices(config, throughput) == {"actor": 8, "extractor": 8}
+    assert took.rollout == pytest.approx(budget.prefill / (20000 * 8) + budget.decode / (2000 * 8))
+    assert took.actor_update == pytest.approx(budget.actor_train / (3000 * 0.135 / 7.62 * 8))
+    extractor = 4.02 / 7.62  # the extractor's rate: the actor model's times 7.62 / 4.02 parameters
+    assert took.extraction == pytest.approx(
+        budget.extractor_prefill * extractor / (20000 * 8) + budget.extractor_decode * extractor / (2000 * 8)
+    )
+    async_config = make_config("paper", method="comp_rl", **{"experience.mode": "async"})
+    overlapped = planner.step_time(async_config, budget, throughput)
+    assert overlapped.step == pytest.approx(max(took.rollout + took.actor_update, took.extraction + took.extractor_update))
+    # the mixture-of-experts extractor scales by its active parameters, not all 30.5B
+    moe = make_config("paper", method="comp_rl", **{"extractor.model": "Qwen/Qwen3-30B-A3B-Instruct-2507"})
+    assert throughput.rate("decode", moe.extractor.model) == pytest.approx(2000 * 7.62 / 3.3)
+    plan = reproduce.dry_run("paper", throughput=path)
+    assert "devices: the placement's GPUs, actor 8, extractor 8" in plan and "GPU-hours" in plan
+    assert "a CUDA measurement for runs" not in plan
+
+
+@pytest.mark.parametrize(
+    ("content", "complaint"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "expected a JSON object, got list"),
+        ('{"format": "something else"}', "format='something else'; accepted: 'comprl-throughput/1'"),
+        ({"decode_tokens_per_s": None}, "decode_tokens_per_s=None: expected a positive number (missing)"),
+        ({"prefill_tokens_per_s": -5}, "prefill_tokens_per_s=-5: expected a positive number"),
+        ({"prefill_tokens_per_s": "fast"}, "prefill_tokens_per_s='fast': expected a positive number"),
+        ({"batch_size": 8.5}, "batch_size=8.5: expected a positive integer"),
+        ({"device_kind": "tpu"}, "device_kind='tpu'; accepted: cpu, cuda"),
+        ({"model": "my/own-model"}, "parameters_b is missing and 'my/own-model' is not a model of known size"),
+    ],
+)
+def test_malformed_throughput_file_is_rejected_naming_what_is_wrong(tmp_path, content, complaint):
+    path = tmp_path / "bad.json"
+    if isinstance(content, dict):
+        good = json.loads(_cpu_measurement().read_text())
+        if "model" in content:  # a model of unknown size, and no parameter count to scale from
+            del good["parameters_b"]
+        content = json.dumps({k: v for k, v in {**good, **content}.items() if v is not None})
+    path.write_text(content)
+    with pytest.raises(SystemExit) as raised:
+        main(["reproduce", "--profile", "paper", "--dry-run", "--throughput", str(path)])
+    message = str(raised.value.code)
+    assert message.startswith(f"comprl: throughput file {path}: ") and complaint in message
+    assert "benchmarks/rollout_throughput.py --json auto" in message  # and how to write a good one
+    with pytest.raises(SystemExit, match="no such file"):
+        main(["reproduce", "--profile", "paper", "--dry-run", "--throughput", str(tmp_path / "absent.json")])
+
+
+def test_throughput_needs_dry_run(capsys):
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--profile", "paper", "--throughput", "x.json"])
+    assert "--throughput only applies with --dry-run" in capsys.readouterr().err
+
+
+def test_episodes_end_at_the_context_cap_under_the_longest_replies():
+    config = make_config("paper", method="comp_rl")  # Room: 253 first-prompt tokens, 137 per turn, 4,096 per reply
+    assert (config.rollout.max_new_tokens, config.rollout.max_context_tokens) == (4096, 32768)  # the official config's
+    (room,) = planner.step_budget(config).tasks
+    # free half: 253 + t * (4096 + 137) + 4096 <= 32768 up to t = 6, so 7 turns; guided (+274 entry tokens): also 7
+    assert room.turns == 7 and room.rollouts == 128 and room.decode == 128 * 7 * 4096
+    assert room.sequence == pytest.approx(253 + 274 / 2 + 6 * (4096 + 137) + 4096)
+    roomy = planner.step_budget(dataclasses.replace(config, rollout=dataclasses.replace(config.rollout, max_context_tokens=10**6)))
+    assert roomy.tasks[0].turns == 30
+    baseline = planner.step_budget(make_config("paper", method="baseline"))
+    assert baseline.distill_calls == 0 and baseline.tasks[0].first == 253  # no entry, no extractor
+    frozen = planner.step_budget(make_config("paper", method="exp_only"))
+    assert frozen.actor_train == 0 and frozen.extractor_train > 0
+
+
+def test_gpu_count_follows_the_official_placement():
+    assert planner.gpu_count(make_config("paper", method="comp_rl")) == 16
+    assert planner.gpu_count(make_config("paper", method="baseline")) == 8
+    assert planner.gpu_count(make_config("paper", method="comp_rl", **{"extractor.share_actor": True})) == 14
+    big = make_config("paper", method="comp_rl", **{"extractor.model": "Qwen/Qwen3-30B-A3B-Instruct-2507"})
+    assert planner.gpu_count(big) == 16  # 549 GB of training state fits the extractor's 8 x 80 GB
+
+
+def test_prompt_token_table_matches_a_fresh_measurement():
+    assert set(planner.PROMPT_TOKENS) == set(ENV_IDS)
+    fresh = planner.measure_prompt_tokens(["comprl/Room-Ultimate-5x5-v0", "comprl/Sokoban-6x6-2box-v0"])
+    for env_id, measured in fresh.items():
+        table = planner.PROMPT_TOKENS[env_id]
+        for name in ("first", "per_turn", "distill"):
+            assert math.isclose(getattr(measured, name), getattr(table, name), rel_tol=0.1), (env_id, name)
+    shared = planner.measure_shared_tokens()
+    assert all(math.isclose(shared[k], v, rel_tol=0.1) for k, v in planner.SHARED_TOKENS.items()), shared
+
+
+def test_benchmark_writes_a_file_the_planner_reads(tmp_path):
+    path = tmp_path / "tiny.json"
+    subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "rollout_throughput.py"), "--model", "tiny-random", "--device", "cpu",
+         "--no-compare", "--batch", "2", "--prompt-tokens", "32", "--decode-tokens", "4", "--train-batch", "2",
+         "--train-tokens", "32", "--json", str(path), "--note", "test"],
+        check=True, capture_output=True, cwd=REPO,
+    )
+    throughput = planner.load_throughput(path)
+    assert throughput.device_kind == "cpu" and throughput.device.startswith("CPU: ") and throughput.model == "tiny-random"
+    assert throughput.batch_size == 2 and throughput.train_tokens_per_s > 0 and throughput.note == "test"
+    assert "expected step time from" in reproduce.dry_run("smoke", throughput=path)

@@ -127,7 +127,10 @@ class ExperienceManager:
             raise ValueError("actor= and actor_engine= are for extractor.share_actor=True, which this config leaves off")
         else:
             dtype = resolve_dtype(config.dtype, device)
-            model, tokenizer = load_model(config.extractor.model, dtype=dtype, device=torch.device(device), seed=config.seed + 1)
+            model, tokenizer = load_model(
+                config.extractor.model, dtype=dtype, device=torch.device(device), seed=config.seed + 1,
+                backend=config.extractor.backend,
+            )
         self.trainer = (
             ExtractorTrainer(model, tokenizer.pad_token_id, config.extractor, weights_of=actor)
             if TRAINS_EXTRACTOR[config.method] else None
@@ -685,6 +688,11 @@ class RayExperienceManager:
         checkpoint = None if checkpoint is None else str(checkpoint)
         self._handle = remote.remote(config, str(bank_path), device=device, background=True, checkpoint=checkpoint)
         ray.get(self._handle.ready.remote())
+
+    @property
+    def handle(self) -> Any:
+        """The Ray actor itself, for other Ray actors of the run to call (rollout workers ask search_and_ask)."""
+        return self._handle
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return self._ray.get(getattr(self._handle, name).remote(*args, **kwargs))

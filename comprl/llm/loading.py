@@ -25,12 +25,13 @@ import functools
 import importlib.util
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Callable
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedModel
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedModel
 from transformers import PreTrainedTokenizerBase
 
 SMOLLM2 = "smollm2-135m"
@@ -182,6 +183,17 @@ def tiny_random_config(vocab_size: int, layers: int = 2, width: int = 64) -> Lla
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 """Accepted ``dtype`` names; ``auto`` is resolved by :func:`resolve_dtype`."""
 
+AUTOCAST_DTYPES = ("bfloat16",)
+"""Accepted ``OptimConfig.autocast`` names (besides None). float16 would need loss scaling, which comprl lacks."""
+
+TRAINER_BACKENDS = ("hf", "unsloth")
+"""How a trained model is loaded and given its LoRA adapters: ``hf`` (transformers + peft) or ``unsloth``
+(``FastLanguageModel``, CUDA only, the extra ``comprl[gpu]``)."""
+
+UNSLOTH_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""The projections unsloth puts LoRA adapters on: every linear layer of a Llama/Qwen decoder block, the same set
+peft's ``target_modules="all-linear"`` picks there (the LM head is left out by both)."""
+
 
 @functools.cache
 def cpu_has_native_bf16() -> bool:
@@ -212,6 +224,8 @@ def load_model(
     dtype: torch.dtype = torch.float32,
     device: str | torch.device = "cpu",
     seed: int = 0,
+    backend: str = "hf",
+    max_seq_length: int | None = None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load ``(model, tokenizer)`` by built-in name, Hugging Face id or local directory.
 
@@ -221,7 +235,16 @@ def load_model(
         dtype: parameter dtype (float32 on CPU; bfloat16 is a good choice on GPUs).
         device: where to put the model.
         seed: initialisation seed for ``tiny-random``.
+        backend: ``"hf"`` (transformers) or ``"unsloth"``: ``unsloth.FastLanguageModel.from_pretrained``, which
+            patches the model with unsloth's kernels (CUDA only, ``pip install 'comprl[gpu]'``); a trainer whose
+            ``OptimConfig.backend`` is ``"unsloth"`` needs a model loaded this way.
+        max_seq_length: unsloth only: the longest sequence it prepares for (default: the model's
+            ``max_position_embeddings``; longer ones get RoPE scaling from unsloth).
     """
+    if backend not in TRAINER_BACKENDS:
+        raise ValueError(f"backend={backend!r}; accepted: {', '.join(TRAINER_BACKENDS)}")
+    if backend == "unsloth":
+        return _load_with_unsloth(name_or_path, dtype, device, seed, max_seq_length)
     if name_or_path in (SMOLLM2, GEMMA3):
         model = AutoModelForCausalLM.from_pretrained(_builtin_dir(name_or_path), dtype=dtype)
         tokenizer = load_tokenizer(name_or_path)
@@ -256,4 +279,71 @@ def _load_pretrained(name_or_path: str, dtype: torch.dtype) -> tuple[PreTrainedM
             f"Could not load model '{name_or_path}': no weights there, or the hub is unreachable. "
             f"Offline choices: {', '.join(BUILTIN_MODELS)}, or a local model directory. Cause: {err}"
         ) from err
+    return model, tokenizer
+
+
+def unsloth_fast_language_model(device: str | torch.device = "cuda"):
+    """unsloth's ``FastLanguageModel`` class, once it is known to run here: the package is installed and
+    ``device`` is a CUDA device of this machine (unsloth's kernels are Triton/CUDA ones)."""
+    if "unsloth" not in sys.modules and importlib.util.find_spec("unsloth") is None:
+        raise ImportError(
+            "backend='unsloth' needs the unsloth package, which is not installed: run "
+            "`pip install 'comprl[gpu]'` (Linux with a CUDA GPU), or use backend='hf' (transformers + peft)."
+        )
+    if torch.device(device).type != "cuda" or not torch.cuda.is_available():
+        where = "this machine has no CUDA GPU" if not torch.cuda.is_available() else f"device={str(device)!r}"
+        raise RuntimeError(
+            f"backend='unsloth' trains on a CUDA GPU only ({where}); the paper profile runs on GPUs. "
+            "Use backend='hf' on CPU."
+        )
+    from unsloth import FastLanguageModel
+
+    return FastLanguageModel
+
+
+def loaded_by_unsloth(model: torch.nn.Module) -> bool:
+    """Whether ``model`` came from ``FastLanguageModel.from_pretrained`` (through :func:`load_model` or directly:
+    unsloth records ``max_seq_length`` on the models it loads)."""
+    return getattr(model, "comprl_backend", None) == "unsloth" or getattr(model, "max_seq_length", None) is not None
+
+
+def _load_with_unsloth(
+    name_or_path: str, dtype: torch.dtype, device: str | torch.device, seed: int, max_seq_length: int | None
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """:func:`load_model` through ``FastLanguageModel.from_pretrained``: unquantised weights in ``dtype`` on the
+    GPU, with comprl's tokenizer (the same ids and pad token as the ``hf`` backend)."""
+    fast_language_model = unsloth_fast_language_model(device)
+    if name_or_path == TINY_RANDOM:  # unsloth loads from a folder: save the seeded random model into one
+        source = cache_dir() / "models" / f"{TINY_RANDOM}-seed{seed}"
+        if not (source / "config.json").is_file():
+            source.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(prefix=f"{source.name}.", dir=source.parent) as scratch:
+                model, tokenizer = load_model(TINY_RANDOM, seed=seed)
+                model.save_pretrained(Path(scratch) / "model")
+                tokenizer.save_pretrained(Path(scratch) / "model")
+                try:
+                    (Path(scratch) / "model").rename(source)
+                except OSError:  # another process saved it first
+                    pass
+        tokenizer = load_tokenizer(SMOLLM2)
+    elif name_or_path in (SMOLLM2, GEMMA3):
+        source, tokenizer = _builtin_dir(name_or_path), load_tokenizer(name_or_path)
+    else:
+        path = Path(name_or_path).expanduser()
+        source = path if path.exists() else name_or_path
+        tokenizer = load_tokenizer(str(source))
+    if max_seq_length is None:
+        max_seq_length = AutoConfig.from_pretrained(source).max_position_embeddings
+    model, _ = fast_language_model.from_pretrained(
+        model_name=str(source),
+        max_seq_length=max_seq_length,
+        dtype=dtype,
+        load_in_4bit=False,  # unsloth's default is 4-bit QLoRA; comprl trains the weights as they are
+        load_in_8bit=False,
+        full_finetuning=False,
+        random_state=seed,
+    )
+    model.comprl_backend = "unsloth"
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.eval()
     return model, tokenizer

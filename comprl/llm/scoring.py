@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Mapping, Sequence
 
 import torch
@@ -17,6 +18,7 @@ def token_logprobs(
     loss_mask: torch.Tensor,
     temperature: float | torch.Tensor = 1.0,
     choices: Sequence[Mapping[int, Sequence[int]]] | None = None,
+    autocast: torch.dtype | None = None,
 ) -> torch.Tensor:
     """Log-probs ``log softmax(logits / T)`` of each token given its prefix, on right-padded sequences.
 
@@ -30,6 +32,8 @@ def token_logprobs(
             see :func:`comprl.llm.engine.logprob_temperature`), one for the batch or a ``[B]`` tensor, one per row.
         choices: constrained choice (:mod:`comprl.llm.choice`), one mapping per row: position -> the token ids
             that token was drawn from; its log-prob is normalised over them, as the engine's was.
+        autocast: run the model's forward pass (only it) under ``torch.autocast(<its device type>, autocast)``,
+            e.g. ``torch.bfloat16``; the log-softmax over its logits runs in float32 either way.
 
     Returns:
         ``[B, L]`` log-probs aligned with ``input_ids`` (entry ``t`` scores token ``t``).
@@ -47,7 +51,12 @@ def token_logprobs(
     out = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)
     if keep.numel() == 0:
         return out
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep, use_cache=False).logits  # [B, K, V]
+    mixed = contextlib.nullcontext() if autocast is None else torch.autocast(input_ids.device.type, dtype=autocast)
+    with mixed:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep, use_cache=False).logits
+    if logits.shape[1] != keep.numel():  # a model that ignores a tensor logits_to_keep (unsloth's) returns all [B, L, V]
+        logits = logits[:, keep]
+    # logits: [B, K, V], in the forward's dtype (bfloat16 under autocast); log-softmax in float32
     logprobs = torch.log_softmax(logits.float() / temperature.reshape(-1, 1, 1), dim=-1)
     targets = input_ids[:, keep + 1]
     out[:, keep + 1] = logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)

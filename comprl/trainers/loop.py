@@ -25,10 +25,11 @@ from comprl.envs.base import EVAL_SEED_OFFSET  # evaluation plays seeds EVAL_SEE
 from comprl.envs.mixture import task_name
 from comprl.experience.episode import Outcome
 from comprl.experience.manager import Manager, connect
-from comprl.llm import HFEngine, load_model, resolve_dtype
+from comprl.llm import HFEngine, load_model, make_engine, resolve_dtype
 from comprl.rollout import Trajectory, retrieval_query, run_episodes, summarize
 from comprl.runs import Run
 from comprl.trainers.actor import ActorTrainer
+from comprl.trainers.workers import RolloutWorkers
 
 log = logging.getLogger(__name__)
 
@@ -161,12 +162,17 @@ def run_experiment(
             callback(step, metrics, phase)
 
     dtype = resolve_dtype(config.dtype, device)
-    model, tokenizer = load_model(config.model, dtype=dtype, device=device, seed=config.seed)
+    model, tokenizer = load_model(config.model, dtype=dtype, device=device, seed=config.seed, backend=config.actor.backend)
     say.info("%s on %s in %s", config.model, device, str(dtype).removeprefix("torch."))
     actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor) if TRAINS_ACTOR[config.method] else None
-    engine = HFEngine(actor.model if actor else model, tokenizer)
+    engine = make_engine(config, actor.model if actor else model, tokenizer)
     manager = _experience_manager(config, run, device, resumed, actor, engine) if config.uses_experience else None
+    workers = None
     try:
+        if config.rollout_workers:
+            asks = manager is not None and config.experience.search_and_ask
+            workers = RolloutWorkers(config, tasks, manager.handle if asks else None)
+        send_weights = actor is not None  # the workers' copies need the actor's weights before they first play
         if resumed is not None:
             state = resumed.state()
             if actor is not None:
@@ -199,12 +205,18 @@ def run_experiment(
                 prefetched = None
                 if prefetching and step < config.steps:  # the next step's searches run during this step
                     prefetched = _Prefetch(manager, envs, tasks, _rollout_seeds(config, step + 1), guided)
-            ask = manager.search_and_ask if manager is not None and config.experience.search_and_ask else None
-            trajectories = run_episodes(
-                engine, envs, seeds, config.rollout, groups=groups, guided=guided, retrieve=retrieve, ask=ask,
-                ask_uses=config.experience.search_and_ask_uses, show_entries=not config.experience.blind,
-            )
-            done = {key: engine.stats[key] - before[key] for key in before}
+            if workers is None:
+                ask = manager.search_and_ask if manager is not None and config.experience.search_and_ask else None
+                trajectories = run_episodes(
+                    engine, envs, seeds, config.rollout, groups=groups, guided=guided, retrieve=retrieve, ask=ask,
+                    ask_uses=config.experience.search_and_ask_uses, show_entries=not config.experience.blind,
+                )
+                done = {key: engine.stats[key] - before[key] for key in before}
+            else:
+                entries = retrieve(guided_queries(envs, tasks, seeds, guided)) if retrieve is not None else []
+                weights = actor.state_dict()["weights"] if send_weights else None
+                trajectories, done = workers.play(step, weights, seeds, groups, guided, entries)
+                send_weights = False
             metrics = {
                 **task_metrics(trajectories),
                 "generated_tokens": done["generated_tokens"],
@@ -226,6 +238,7 @@ def run_experiment(
                     experience_seconds += time.perf_counter() - waited
                 update = actor.step(trajectories)
                 engine.sync_weights()
+                send_weights = True
                 metrics.update({f"actor_{k}": v for k, v in update.items() if k != "update_seconds"})
                 metrics["update_seconds"] = update["update_seconds"]
             if manager is not None:
@@ -251,6 +264,8 @@ def run_experiment(
             _log_eval(record, say, config.steps, engine, envs_by_task, config, manager)
         run.mark_finished()
     finally:
+        if workers is not None:
+            workers.close()
         if manager is not None:
             report = manager.close()
             say.info("experience manager closed: %s", report)
@@ -264,7 +279,9 @@ def trained_actor(run: Run | str | Path) -> tuple[HFEngine, ExperimentConfig]:
     config = run.config()
     weights = checkpoint.load_adapters(run.path)
     device = resolve_device(config)
-    model, tokenizer = load_model(config.model, dtype=resolve_dtype(config.dtype, device), device=device, seed=config.seed)
+    model, tokenizer = load_model(
+        config.model, dtype=resolve_dtype(config.dtype, device), device=device, seed=config.seed, backend=config.actor.backend
+    )
     actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor)
     actor.load_weights(weights)
     return HFEngine(actor.model, tokenizer), config
@@ -324,6 +341,16 @@ def _search_by_task(search: Search, queries: Sequence[str], tasks: Sequence[str]
     return found
 
 
+def guided_queries(envs: Sequence, tasks: Sequence[str], seeds: Sequence[int], guided: Sequence[bool]) -> list[str]:
+    """The bank queries of a step's guided rollouts, in rollout order, as :func:`run_episodes` asks them: each
+    instance's first observation, made by resetting one of its envs with its seed."""
+    first: dict[tuple[str, int], str] = {}
+    for env, task, seed, is_guided in zip(envs, tasks, seeds, guided):
+        if is_guided and (task, seed) not in first:  # rollouts of one instance share their first observation
+            first[task, seed] = retrieval_query(*env.reset(seed=int(seed)))
+    return [first[task, seed] for task, seed, g in zip(tasks, seeds, guided) if g]
+
+
 class _Prefetch:
     """The searches of a step's guided episodes, sent one step ahead (``experience.prefetch``) so that they run
     in the manager's process during the previous step; its :meth:`retriever` hands their entries to the rollout."""
@@ -331,12 +358,8 @@ class _Prefetch:
     def __init__(
         self, manager: Manager, envs: Sequence, tasks: Sequence[str], seeds: Sequence[int], guided: Sequence[bool]
     ) -> None:
-        first: dict[tuple[str, int], str] = {}
-        for env, task, seed, is_guided in zip(envs, tasks, seeds, guided):
-            if is_guided and (task, seed) not in first:  # rollouts of one instance share their first observation
-                first[task, seed] = retrieval_query(*env.reset(seed=int(seed)))
         asked = [(task, seed) for task, seed, g in zip(tasks, seeds, guided) if g]
-        self.queries = [first[key] for key in asked]
+        self.queries = guided_queries(envs, tasks, seeds, guided)
         self.pending = [  # one search per task: the positions of its queries and the future of their entries
             (rows, manager.search_later([self.queries[i] for i in rows], task, seeds=[asked[i][1] for i in rows]))
             for task, rows in _rows_by_task([task for task, _ in asked]).items()
