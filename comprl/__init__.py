@@ -4,6 +4,8 @@ The public API the notebooks use::
 
     config = comprl.make_config("cpu", env_id="comprl/Room-Ultimate-5x5-v0")
     run = comprl.run_experiment(config, output_dir="results/demo")
+    plan = {f"seed{s}": comprl.make_config("cpu", seed=s) for s in (0, 1)}
+    runs = comprl.run_experiments(plan, output_dir="results/demo", jobs=2)  # two runs at once, one core each
     comprl.summary_table(comprl.load_metrics([run]))
 """
 
@@ -26,6 +28,7 @@ _EXPORTS = {
     "summary_table": "comprl.runs",
     "task_table": "comprl.runs",
     "run_experiment": "comprl.trainers.loop",
+    "run_experiments": "comprl.parallel",
     "evaluate_trained": "comprl.trainers.loop",
     "show_logs": "comprl.console",
 }
@@ -52,6 +55,7 @@ __all__ = [
     "plot_learning_curves",
     "random_policy_success",
     "run_experiment",
+    "run_experiments",
     "show_logs",
     "summary_table",
     "task_table",

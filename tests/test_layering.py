@@ -15,7 +15,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "comprl"
 ACTOR_SIDE = ("comprl.rollout", "comprl.trainers")
 EXPERIENCE_SIDE = ("comprl.experience",)
-ABOVE_BOTH = ("comprl.runs", "comprl.widgets", "comprl.cli")
+ABOVE_BOTH = ("comprl.runs", "comprl.widgets", "comprl.cli", "comprl.parallel")
 SHARED = ["config.py", "policy.py", "objectives.py", "chat.py", "console.py", "checkpoint.py", "llm", "envs"]
 
 

@@ -341,4 +341,4 @@ def test_rollout_config_sampling_reaches_vllm_unchanged():
     """The actor's rollouts and evaluations sample with ``RolloutConfig.sampling()``: its fields all map."""
     rollout = dataclasses.replace(PROFILES["paper"].rollout, temperature=1.0)
     kwargs = vllm_sampling_kwargs(rollout.sampling(), eos_token_id=151645)
-    assert (kwargs["max_tokens"], kwargs["temperature"], kwargs["stop"]) == (512, 1.0, ["</answer>"])
+    assert (kwargs["max_tokens"], kwargs["temperature"], kwargs["stop"]) == (rollout.max_new_tokens, 1.0, ["</answer>"])
