@@ -3,8 +3,10 @@
     comprl run 01_single_task --profile cpu
     comprl run 01_single_task --profile smoke -p steps 1 -p env_id comprl/MazeWalk-9x9-v0
     comprl run 01_single_task --profile cpu --resume     # continue the latest such run after a kill
+    comprl run 01_single_task --profile cpu -p jobs 2    # two runs at once, one core each (notebooks 01-04)
     comprl profiles
     comprl reproduce --profile cpu               # every notebook, then results/REPORT.md (comprl.reproduce)
+    comprl reproduce --profile cpu --jobs 2      # the same, two runs at once, one core each
 """
 
 from __future__ import annotations
@@ -112,6 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     again.add_argument("--only", nargs="+", default=None, metavar="NOTEBOOK", help="these notebooks only (e.g. 01_single_task)")
     again.add_argument("--force", action="store_true", help="execute notebooks that finished before (their finished runs are still skipped)")
     again.add_argument(
+        "--jobs", type=int, default=1, metavar="N",
+        help="runs at once in notebooks 01-04, each in its own process on a core of its own (at most the cores this "
+        "process may use; 1, the default, runs them one after another)",
+    )
+    again.add_argument(
         "--dry-run", action="store_true",
         help="validate every config of the profile and print the resource plan: memory, GPUs, tokens and time per step",
     )
@@ -134,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.throughput is not None:
             parser.error("--throughput only applies with --dry-run")
-        report = reproduce.reproduce(args.profile, args.results.resolve(), force=args.force, only=args.only)
+        report = reproduce.reproduce(args.profile, args.results.resolve(), force=args.force, only=args.only, jobs=args.jobs)
         print(f"comprl: report in {report}")
         return 0
 

@@ -2,13 +2,16 @@
 
     comprl reproduce --profile smoke            # minutes, tiny random models
     comprl reproduce --profile cpu              # SmolLM2-135M on a laptop CPU (hours; re-run to resume)
+    comprl reproduce --profile cpu --jobs 2     # the same, two runs at once, one core each
     comprl reproduce --profile paper --dry-run  # check every paper-scale config and print the resource plan
 
 Each notebook writes into ``results/<profile>/<notebook>/`` and resumes what it finds there (finished runs are
 skipped, killed ones continued), so a second call picks up where a killed one stopped; a notebook that finished
-is not executed again (``force=True`` executes it anyway, still skipping its finished runs). Wall times go into
-``results/<profile>/reproduce.json``; the report puts every table next to the paper's numbers (:mod:`comprl.paper`)
-and lists profile, seeds, models, prompts and package versions.
+is not executed again (``force=True`` executes it anyway, still skipping its finished runs). ``jobs`` goes to the
+notebooks with that parameter (01-04), which then make that many runs at once, each on a core of its own
+(:func:`comprl.run_experiments`). Wall times go into ``results/<profile>/reproduce.json``; the report puts every
+table next to the paper's numbers (:mod:`comprl.paper`) and lists profile, seeds, models, prompts and package
+versions.
 """
 
 from __future__ import annotations
@@ -107,12 +110,18 @@ def notebook_defaults(notebook: str) -> dict[str, Any]:
     return {name: ast.literal_eval(parameter["default"]) for name, parameter in found.items()}
 
 
-def reproduce(profile: str, results: Path, force: bool = False, only: list[str] | None = None) -> Path:
-    """Execute the notebooks of :data:`STEPS` (or those named in ``only``) with ``profile``; write the report."""
+def reproduce(profile: str, results: Path, force: bool = False, only: list[str] | None = None, jobs: int = 1) -> Path:
+    """Execute the notebooks of :data:`STEPS` (or those named in ``only``) with ``profile``; write the report.
+    ``jobs``: runs at once, one core each, in the notebooks that take a ``jobs`` parameter."""
     from comprl.cli import run_notebook
+    from comprl.parallel import check_jobs
 
     if profile not in PROFILES:
         raise SystemExit(f"comprl: unknown profile {profile!r}; accepted: {', '.join(PROFILES)}")
+    try:
+        check_jobs(jobs)
+    except ValueError as err:
+        raise SystemExit(f"comprl: --jobs: {err}")
     root = results / profile
     root.mkdir(parents=True, exist_ok=True)
     log_path = root / "reproduce.json"
@@ -123,11 +132,15 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
         bar.set_postfix(notebook=step.notebook)
         if done.get(step.notebook, {}).get("finished") and not force:
             continue
+        params = step.params(profile, root)
+        if "jobs" in notebook_defaults(step.notebook):
+            params["jobs"] = jobs
         started = time.perf_counter()
-        run_notebook(step.notebook, profile, step.params(profile, root), root / step.notebook)
+        run_notebook(step.notebook, profile, params, root / step.notebook)
         done[step.notebook] = {
             "seconds": round(time.perf_counter() - started, 1),
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            **({"jobs": jobs} if "jobs" in params else {}),
         }
         log_path.write_text(json.dumps(done, indent=2) + "\n")
     return write_report(profile, results)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from comprl import planner, reproduce
+from comprl import parallel, planner, reproduce
 from comprl.cli import main
 from comprl.config import make_config
 from comprl.envs import ENV_IDS
@@ -37,6 +37,22 @@ def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_pat
     before = (root / "01_single_task" / "01_single_task.ipynb").stat().st_mtime
     assert main(args) == 0  # finished notebooks are not executed again
     assert (root / "01_single_task" / "01_single_task.ipynb").stat().st_mtime == before
+    capsys.readouterr()
+
+
+def test_jobs_go_to_the_notebooks_that_take_them_and_must_fit_the_cores(tmp_path, monkeypatch, capsys):
+    executed = {}
+    monkeypatch.setattr("comprl.cli.run_notebook", lambda name, profile, params, out: executed.setdefault(name, params))
+    monkeypatch.setattr(parallel, "usable_cores", lambda: [0, 1])
+    assert main(["reproduce", "--profile", "smoke", "--results", str(tmp_path), "--jobs", "2"]) == 0
+    assert {name: params.get("jobs") for name, params in executed.items()} == {
+        "01_single_task": 2, "02_multitask": 2, "03_extractor_size": 2, "04_ablations": 2,
+        "05_latency_analysis": None, "06_bank_explorer": None,
+    }
+    times = json.loads((tmp_path / "smoke" / "reproduce.json").read_text())
+    assert times["01_single_task"]["jobs"] == 2 and "jobs" not in times["06_bank_explorer"]
+    with pytest.raises(SystemExit, match=r"comprl: --jobs: jobs=3: this process may use 2 CPU cores \(\[0, 1\]\)"):
+        main(["reproduce", "--profile", "smoke", "--results", str(tmp_path), "--jobs", "3", "--force"])
     capsys.readouterr()
 
 

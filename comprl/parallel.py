@@ -1,0 +1,228 @@
+"""Several experiments at once: each run in a process of its own, pinned to one CPU core with one torch thread.
+
+On a CPU, small models gain little from a second torch thread, so two runs on one core each make more steps per
+hour than one run on both (the cpu profile on a 2-core laptop: ~52 s per step on one core, ~43 s on two). With
+``jobs=N``, :func:`run_experiments` keeps N runs going, one per core, and starts the next run of the plan on a
+core as soon as the run there ends. Every run resumes what it finds in its folder, so a killed batch is continued
+by the same call.
+
+This module imports neither torch nor the training loop at the top, and a worker gets its config as plain data:
+a worker process pins itself to its core before torch loads, so that every thread torch starts stays on that core
+(unless the calling script loads torch at its top: a spawned process imports the main script first).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import pickle
+import traceback
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from comprl.config import ExperimentConfig
+    from comprl.runs import Run
+    from comprl.trainers.loop import MetricsCallback
+
+log = logging.getLogger(__name__)
+
+EXIT_GRACE_S = 60.0
+"""How long a worker that sent its result may take to exit before it is terminated (its run is complete by then)."""
+
+
+class WorkerTraceback(Exception):
+    """The traceback of an exception raised in a worker process, as text (the ``__cause__`` of the re-raised one)."""
+
+    def __str__(self) -> str:
+        return f"\n\n{self.args[0]}"
+
+
+def usable_cores() -> list[int]:
+    """The CPU cores this process may run on (``os.sched_getaffinity``; a ``taskset`` or a cgroup narrows them)."""
+    return sorted(os.sched_getaffinity(0))
+
+
+def run_experiments(
+    plan: Mapping[str, ExperimentConfig],
+    output_dir: str | Path = "results",
+    jobs: int = 1,
+    resume: bool = True,
+    callback: MetricsCallback | None = None,
+) -> dict[str, Run]:
+    """Run every experiment of ``plan`` (run name -> config) into ``output_dir/<name>``; return the runs in plan order.
+
+    ``jobs=1``: the runs one after another in this process, each with :func:`~comprl.trainers.loop.run_experiment`
+    (progress bar, and ``callback`` sees every logged row: a live plot in a notebook).
+
+    ``jobs > 1``: up to ``jobs`` runs at once, each in a fresh process (spawned) pinned to its own core of
+    :func:`usable_cores` with one torch thread; when a run ends, the next one of the plan starts on its core.
+    The workers' log lines (comprl's, one per step and evaluation, prefixed with the run's name) are logged in this
+    process as they come, under the loggers that wrote them, so they show where :func:`comprl.show_logs` sends this
+    process's own (a notebook's cell; stdout under ``comprl run``), with a line here as each run starts and ends.
+    Workers show no progress bar, and ``callback`` is not called (a live plot needs ``jobs=1``). ``jobs`` may not
+    exceed the usable cores. A run that starts processes of its own (Ray rollout workers) starts them on its core,
+    unless its config pins them elsewhere (``manager_cores``).
+
+    ``resume`` (default on, as the notebooks run): a finished run folder of the same name is returned as it is and
+    a killed one continues from its checkpoint, so calling again with the same plan runs only what is missing.
+
+    A run that fails raises its exception here (with the worker's traceback as its cause) as soon as it fails;
+    the other runs going on are then stopped, as they are on a KeyboardInterrupt, and continue from their last
+    checkpoint at the next call. A worker that dies without an exception (killed for memory, say) raises
+    ``RuntimeError`` naming the run and its exit code.
+    """
+    plan = dict(plan)
+    cores = check_jobs(jobs)
+    if jobs == 1:
+        from comprl.trainers.loop import run_experiment
+
+        return {
+            name: run_experiment(config, output_dir, name=name, callback=callback, resume=resume)
+            for name, config in plan.items()
+        }
+    from comprl.runs import Run
+    from comprl.trainers.loop import run_experiment
+
+    # finished runs are checked (the same config?) and returned here, with no process to start
+    runs = {
+        name: run_experiment(config, output_dir, name=name, progress=False, resume=True)
+        for name, config in plan.items() if resume and Run(Path(output_dir) / name).finished
+    }
+    left = {name: config for name, config in plan.items() if name not in runs}
+    paths = _run_pinned(left, str(output_dir), cores[:jobs], resume) if left else {}
+    return {name: runs[name] if name in runs else Run(Path(paths[name])) for name in plan}
+
+
+def check_jobs(jobs: int) -> list[int]:
+    """The usable cores, after checking that ``jobs`` runs at once, one per core, fit on them."""
+    cores = usable_cores()
+    if not isinstance(jobs, int) or not 1 <= jobs <= len(cores):
+        raise ValueError(
+            f"jobs={jobs!r}: this process may use {len(cores)} CPU core{'s' * (len(cores) > 1)} ({cores}) and a run "
+            f"takes one; give 1 to {len(cores)}"
+        )
+    return cores
+
+
+def _run_pinned(plan: dict[str, ExperimentConfig], output_dir: str, cores: list[int], resume: bool) -> dict[str, str]:
+    """Every run of ``plan`` in a spawned process on one of ``cores``, at most one per core at a time, in plan
+    order; the run folders by name. Raises the first failure after stopping the processes still running."""
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no threads or torch state of this one
+    waiting = list(plan.items())
+    free = list(cores)
+    running: dict[Connection, tuple[str, int, Any]] = {}  # result pipe -> run name, core, process
+    paths: dict[str, str] = {}
+    try:
+        while waiting or running:
+            while waiting and free:
+                name, config = waiting.pop(0)
+                core = free.pop(0)
+                reader, writer = context.Pipe(duplex=False)
+                process = context.Process(
+                    target=_worker, args=(core, name, config.to_dict(), output_dir, resume, writer), name=f"comprl {name}"
+                )
+                running[reader] = (name, core, process)  # before it starts: an interrupt from here on stops it
+                process.start()
+                writer.close()  # the worker holds the only writing end now: its exit ends the pipe
+                log.info("%s: started in process %d on core %d", name, process.pid, core)
+            for reader in wait(list(running)):
+                name, core, process = running[reader]
+                try:
+                    message = reader.recv()
+                except EOFError:  # the process ended without sending its result
+                    message = ("died",)
+                if message[0] == "log":  # a log line of the run, shown as this process shows its own
+                    _, logger, level, text = message
+                    logging.getLogger(logger).log(level, text)
+                    continue
+                del running[reader]
+                reader.close()
+                process.join(EXIT_GRACE_S)
+                if process.is_alive():
+                    process.terminate()
+                    process.join()
+                free.append(core)
+                if message[0] == "died":
+                    raise RuntimeError(
+                        f"run {name!r}: its worker process (core {core}) died with exit code {process.exitcode} "
+                        "before it finished (a negative code is the signal that ended it, -9 e.g. when the kernel "
+                        "killed it for memory); with resume=True the next call continues it from its checkpoint"
+                    )
+                if message[0] == "failed":
+                    _, error, remote = message
+                    error.add_note(f"raised by run {name!r} in its worker process on core {core}")
+                    raise error from WorkerTraceback(remote)
+                paths[name] = message[1]
+                log.info("%s: done (%d of %d runs)", name, len(paths), len(plan))
+    finally:
+        _stop([process for _, _, process in running.values()])
+    return paths
+
+
+def _stop(processes: list[Any]) -> None:
+    """Terminate the workers still running (SIGTERM, then SIGKILL for those that do not go)."""
+    processes = [process for process in processes if process.pid is not None]  # those started
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(10)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+class _Channel(logging.Handler):
+    """A worker's end of its pipe to the parent: comprl's log records (INFO and up) as they come, then the result."""
+
+    def __init__(self, connection: Connection) -> None:
+        super().__init__(logging.INFO)
+        self.connection = connection
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.connection.send(("log", record.name, record.levelno, self.format(record)))
+        except Exception:
+            self.handleError(record)
+
+    def finish(self, message: tuple) -> None:
+        with self.lock:  # a record logged by another thread meanwhile is not cut into
+            self.connection.send(message)
+
+
+def _worker(core: int, name: str, config: dict, output_dir: str, resume: bool, connection: Connection) -> None:
+    """One run in a worker process: pin to ``core``, then load torch with one thread; send comprl's log lines to
+    the parent as they come, and last the run folder, or the exception with its traceback."""
+    os.sched_setaffinity(0, [core])  # before torch starts any thread: threads inherit this
+    channel = _Channel(connection)
+    logger = logging.getLogger("comprl")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logger.addHandler(channel)
+    try:
+        import torch
+
+        from comprl import console
+        from comprl.config import ExperimentConfig
+        from comprl.trainers.loop import run_experiment
+
+        torch.set_num_threads(1)
+        if console.headless():
+            console.quiet_libraries()  # as comprl.show_logs does: no weight-loading bars
+        run = run_experiment(ExperimentConfig.from_dict(config), output_dir, name=name, progress=False, resume=resume)
+        channel.finish(("done", str(run.path)))
+    except BaseException as error:  # KeyboardInterrupt too: the parent learns why its worker stopped
+        channel.finish(("failed", _picklable(error), "".join(traceback.format_exception(error))))
+    finally:
+        connection.close()
+
+
+def _picklable(error: BaseException) -> BaseException:
+    """``error`` itself when it can be sent to the parent process, else a RuntimeError with its type and message."""
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:
+        return RuntimeError(f"{type(error).__name__}: {error}")

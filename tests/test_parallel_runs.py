@@ -1,0 +1,150 @@
+"""``comprl.run_experiments``: several runs at once, one process per core, the same rows as one after another."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+
+import pandas as pd
+import pytest
+import torch
+
+from comprl import parallel, run_experiments
+from comprl.config import make_config
+
+TIMING = ("seconds", "per_second", "_ms_")  # wall-time columns, as in test_resume.py
+
+
+def rows(run) -> pd.DataFrame:
+    """A run's metric rows without wall-time columns."""
+    metrics = run.metrics()
+    return metrics[[c for c in metrics.columns if not any(t in c for t in TIMING)]].reset_index(drop=True)
+
+
+def plan(**overrides) -> dict:
+    """Two one-step runs of the tiny models, one with the extractor and one without."""
+    settings = {"steps": 1, "eval_episodes": 0, **overrides}
+    return {
+        "comp_rl_seed0": make_config("smoke", method="comp_rl", seed=0, **settings),
+        "baseline_seed1": make_config("smoke", method="baseline", seed=1, **settings),
+    }
+
+
+class Started(logging.Handler):
+    """Collects comprl's log lines and the process id of every worker started; calls ``then(name, pid)`` on each."""
+
+    def __init__(self, then=None) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+        self.pids: dict[str, int] = {}
+        self.then = then
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+        found = re.match(r"(\w+): started in process (\d+) on core", record.getMessage())
+        if found:
+            self.pids[found[1]] = int(found[2])
+            if self.then is not None:
+                self.then(found[1], int(found[2]))
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """A :class:`Started` on comprl's logger; two workers may share this process's first core (the tests also
+    pass under ``taskset -c 1``)."""
+    core = parallel.usable_cores()[0]
+    monkeypatch.setattr(parallel, "usable_cores", lambda: [core, core])
+    logger = logging.getLogger("comprl")
+    handler = Started()
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    yield handler
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.timeout(600)
+def test_two_runs_at_once_log_the_rows_of_the_same_runs_one_after_another(tmp_path, started, monkeypatch):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as a worker has: the reference rows come from the same arithmetic
+    try:
+        one_by_one = run_experiments(plan(), tmp_path / "serial", jobs=1)
+    finally:
+        torch.set_num_threads(threads)
+    started.lines.clear()
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("with jobs=2 no run is made in the calling process")
+
+    with monkeypatch.context() as patch:
+        patch.setattr("comprl.trainers.loop.run_experiment", not_here)
+        at_once = run_experiments(plan(), tmp_path / "parallel", jobs=2)
+
+    assert list(at_once) == list(plan())  # plan order
+    assert sorted(started.pids) == sorted(plan()) and len(set(started.pids.values())) == 2  # a process per run
+    assert os.getpid() not in started.pids.values() and all(map(gone, started.pids.values()))
+    for name, run in at_once.items():
+        assert run.finished and run.path == tmp_path / "parallel" / name
+        pd.testing.assert_frame_equal(rows(run), rows(one_by_one[name]))
+    # the workers' log lines are logged here, whole
+    assert sum(line.startswith(("comp_rl_seed0: step 1/1: ", "baseline_seed1: step 1/1: ")) for line in started.lines) == 2
+    assert "comp_rl_seed0: done (1 of 2 runs)" in started.lines or "comp_rl_seed0: done (2 of 2 runs)" in started.lines
+
+    # the same call again finds both runs finished, and starts no process for them
+    started.lines.clear()
+    started.pids.clear()
+    again = run_experiments(plan(), tmp_path / "parallel", jobs=2)
+    assert [run.path for run in again.values()] == [run.path for run in at_once.values()]
+    assert sum("finished already" in line for line in started.lines) == 2 and started.pids == {}
+
+
+def test_more_jobs_than_usable_cores_is_refused_naming_the_cores(tmp_path):
+    cores = len(parallel.usable_cores())
+    with pytest.raises(ValueError, match=rf"jobs={cores + 1}: this process may use {cores} CPU core"):
+        run_experiments(plan(), tmp_path, jobs=cores + 1)
+    with pytest.raises(ValueError, match=rf"jobs=0: .* give 1 to {cores}"):
+        run_experiments(plan(), tmp_path, jobs=0)
+    assert list(tmp_path.iterdir()) == []  # refused before any run folder is made
+
+
+@pytest.mark.timeout(600)
+def test_a_run_failing_in_its_worker_raises_its_error_here_and_stops_the_others(tmp_path, started):
+    failing = plan()
+    failing["comp_rl_seed0"] = make_config(
+        "smoke", method="comp_rl", steps=1, eval_episodes=0, **{"bank.init_from": str(tmp_path / "absent.duckdb")}
+    )
+    failing["baseline_seed1"] = make_config("smoke", method="baseline", seed=1, steps=50, eval_episodes=0)  # long
+    with pytest.raises(FileNotFoundError, match="bank.init_from=.*absent.duckdb.*no such bank file") as raised:
+        run_experiments(failing, tmp_path, jobs=2)
+    assert any("run 'comp_rl_seed0'" in note for note in raised.value.__notes__)
+    assert isinstance(raised.value.__cause__, parallel.WorkerTraceback)
+    assert "_experience_manager" in str(raised.value.__cause__)  # the worker's own traceback
+    assert all(map(gone, started.pids.values()))  # the long run was stopped, not waited for
+    assert not (tmp_path / "baseline_seed1" / "finished").exists()
+
+
+@pytest.mark.timeout(600)
+def test_a_worker_killed_from_outside_raises_naming_the_run_and_the_signal(tmp_path, started):
+    started.then = lambda name, pid: os.kill(pid, signal.SIGKILL) if name == "comp_rl_seed0" else None
+    with pytest.raises(RuntimeError, match=r"run 'comp_rl_seed0': its worker process .* exit code -9"):
+        run_experiments(plan(steps=50), tmp_path, jobs=2)
+    assert all(map(gone, started.pids.values()))  # the other worker too
+
+
+@pytest.mark.timeout(600)
+def test_an_interrupt_stops_every_worker(tmp_path, started):
+    started.then = lambda name, pid: os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C as the first worker starts
+    with pytest.raises(KeyboardInterrupt):
+        run_experiments(plan(steps=50), tmp_path, jobs=2)
+    assert started.pids and all(map(gone, started.pids.values()))
