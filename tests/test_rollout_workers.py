@@ -24,24 +24,22 @@ RAY = Path(sys.executable).with_name("ray")
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A one-node Ray cluster started from the command line on 127.0.0.1, and its address. Ray's token
-    authentication is turned off for it (this process and the cluster's), as a loopback test needs no token."""
+    """A one-node Ray cluster started from the command line (``ray start --head``, as on a real head node) and the
+    address a driver on that node joins it by: ``"auto"``, which also picks up the cluster's auth token."""
     if not RAY.exists():
         pytest.skip(f"no ray command next to {sys.executable}")
-    patch = pytest.MonkeyPatch()
-    patch.setenv("RAY_AUTH_MODE", "disabled")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    ray.shutdown()  # a Ray another test started in this process
     start = [str(RAY), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=3",
              "--include-dashboard=false", "--disable-usage-stats"]
     subprocess.run(start, check=True, capture_output=True, timeout=120)
     try:
-        yield f"127.0.0.1:{port}"
+        yield "auto"
     finally:
         ray.shutdown()
         subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120)
-        patch.undo()
 
 
 def smoke(address: str, **overrides):
