@@ -1,5 +1,5 @@
-"""Rollout workers as Ray actors (``rollout_workers``) on a local Ray cluster: ``ray start --head`` on loopback,
-the driver joining it by address, as a run joins a real cluster (README, "Scaling out")."""
+"""Rollout workers as Ray actors (``rollout_workers``) on a local Ray cluster started as on a real head node
+(``ray start --head``), the driver joining it with ``experience.ray_address="auto"`` (README, "Scaling out")."""
 
 from __future__ import annotations
 
