@@ -76,15 +76,14 @@ def run_experiments(
     """
     plan = dict(plan)
     cores = check_jobs(jobs)
-    if jobs == 1:
-        from comprl.trainers.loop import run_experiment
+    from comprl.runs import Run
+    from comprl.trainers.loop import run_experiment
 
+    if jobs == 1:
         return {
             name: run_experiment(config, output_dir, name=name, callback=callback, resume=resume)
             for name, config in plan.items()
         }
-    from comprl.runs import Run
-    from comprl.trainers.loop import run_experiment
 
     # finished runs are checked (the same config?) and returned here, with no process to start
     runs = {

@@ -158,22 +158,22 @@ class PolicyTrainer:
         self.config = config
         self.pad_token_id = pad_token_id
         self.loss_fn = loss_fn
+        self.autocast: torch.dtype | None
+        """The dtype the trainer's forward passes autocast to (None: each weight's own dtype); with ``weights_of``,
+        that trainer's."""
         if weights_of is None:
             model = _set_up(model, config)
             params = [p for p in model.parameters() if p.requires_grad]
             self._masters = [p if p.dtype == torch.float32 else p.detach().float() for p in params]
             # (model weight, its fp32 master) for each trainable weight held in low precision
             self._low_precision = [(p, m) for p, m in zip(params, self._masters) if m is not p]
+            self.autocast = None if config.autocast is None else getattr(torch, config.autocast)
         elif model is not weights_of.model:
             raise ValueError("weights_of: model must be that trainer's own (set-up) model, weights_of.model")
         else:
             self._masters, self._low_precision = weights_of._masters, weights_of._low_precision
+            self.autocast = weights_of.autocast
         self.model = model
-        self.autocast = (
-            weights_of.autocast if weights_of is not None else None if config.autocast is None else getattr(torch, config.autocast)
-        )
-        """The dtype the trainer's forward passes autocast to (None: each weight's own dtype); with ``weights_of``,
-        that trainer's."""
         self.optimizer = torch.optim.AdamW(self._masters, lr=config.learning_rate, weight_decay=config.weight_decay)
 
     def logprob_temperature(self, sequence: PackedSequence) -> float:

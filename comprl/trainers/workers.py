@@ -34,10 +34,6 @@ from comprl.llm import load_model, make_engine, resolve_dtype
 from comprl.rollout import Trajectory, run_episodes
 from comprl.trainers.actor import ActorTrainer
 
-STATS = ("generated_tokens", "prompt_tokens", "reused_prompt_tokens", "seconds")
-"""The engine counters a worker reports per step (``stats`` of :class:`comprl.llm.HFEngine` and the vLLM engine)."""
-
-
 class RolloutWorker:
     """One worker: the actor's model (with the same LoRA layout as the learner) and envs for its rows."""
 
@@ -77,7 +73,13 @@ class RolloutWorker:
                 raise RuntimeError(f"worker {self.index}: {len(queries)} guided queries, but {len(entries)} entries were sent")
             return entries
 
-        asker = None if ask is None else (lambda question, task: _get(ask.search_and_ask.remote(question, task)))
+        asker = None
+        if ask is not None:
+            import ray
+
+            def asker(question: str, task: str) -> str | None:  # the manager's Ray actor answers
+                return ray.get(ask.search_and_ask.remote(question, task))
+
         config = self.config
         trajectories = run_episodes(
             self.engine, self.envs, [seeds[i] for i in self.rows], config.rollout,
@@ -85,17 +87,11 @@ class RolloutWorker:
             ask=asker, ask_uses=config.experience.search_and_ask_uses, show_entries=not config.experience.blind,
         )
         self.engine.clear_cache()
-        return trajectories, {key: self.engine.stats[key] - before[key] for key in STATS}
+        return trajectories, {key: self.engine.stats[key] - before[key] for key in before}
 
     def close(self) -> None:
         for env in self.envs:
             env.close()
-
-
-def _get(ref: Any) -> Any:
-    import ray
-
-    return ray.get(ref)
 
 
 class RolloutWorkers:
@@ -103,10 +99,7 @@ class RolloutWorkers:
     the run: the step's rollouts (``tasks``, in rollout order) split into that many runs of whole groups."""
 
     def __init__(self, config: ExperimentConfig, tasks: Sequence[str], manager_actor: Any = None) -> None:
-        try:
-            import ray
-        except ImportError as error:  # pragma: no cover - ray is a core dependency
-            raise ImportError("rollout_workers needs Ray: pip install 'ray>=2.40'") from error
+        import ray  # a core dependency, loaded only by runs that use it
         self._ray = ray
         if not ray.is_initialized():
             ray.init(address=config.experience.ray_address, include_dashboard=False, logging_level="ERROR")
@@ -138,13 +131,13 @@ class RolloutWorkers:
             mine = [next(found) for i in rows if guided[i]]
             calls.append(worker.play.remote(step, shared, list(seeds), list(groups), list(guided), mine, self._manager))
         trajectories: list[Trajectory] = []
-        totals = dict.fromkeys(STATS, 0.0)
+        totals: dict[str, float] = {}
         for share, counters in self._ray.get(calls):
             for traj in share:  # renumbered in the step's rollout order, as one process numbers them
                 traj.index = len(trajectories)
                 trajectories.append(traj)
-            for key in STATS:
-                totals[key] = max(totals[key], counters[key]) if key == "seconds" else totals[key] + counters[key]
+            for key, value in counters.items():
+                totals[key] = max(totals.get(key, 0.0), value) if key == "seconds" else totals.get(key, 0.0) + value
         return trajectories, totals
 
     def close(self) -> None:
