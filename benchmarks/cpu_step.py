@@ -44,9 +44,11 @@ DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
     "no_checkpointing": {"actor.gradient_checkpointing": False, "extractor.gradient_checkpointing": False},
     "micro_batch_2": {"actor.micro_batch_size": 2, "extractor.micro_batch_size": 2},
     "micro_batch_4": {"actor.micro_batch_size": 4, "extractor.micro_batch_size": 4},
+    "float32_adapters": {"actor.generation_adapter_dtype": "float32", "extractor.generation_adapter_dtype": "float32"},
 }
 """Name -> config overrides: the cpu profile as it is (``dtype="auto"``: bfloat16 on CPUs that multiply it in hardware,
-float32 elsewhere; gradient checkpointing; micro-batches of 1), and its levers."""
+float32 elsewhere; gradient checkpointing; micro-batches of 1; LoRA adapters computed in the model's dtype when
+generating), and its levers."""
 
 
 def measure(overrides: dict[str, Any], steps: int, threads: int | None) -> dict[str, float]:

@@ -14,7 +14,7 @@ from typing import Any
 from comprl.envs import ENV_IDS
 from comprl.envs.mixture import MIXTURES, TaskMixture, task_name
 from comprl.llm import ENGINES
-from comprl.llm.engine import SamplingParams
+from comprl.llm.engine import ADAPTER_DTYPES, SamplingParams
 from comprl.llm.loading import AUTOCAST_DTYPES, DTYPES, TRAINER_BACKENDS
 from comprl.objectives import AGGREGATIONS
 
@@ -111,8 +111,9 @@ class OptimConfig:
     ``torch.autocast(dtype=torch.bfloat16)``, so matrix products are bfloat16 whatever the weights' dtype (fp32
     LoRA adapters on a bfloat16 base, a model kept in float32), while log-softmax, importance ratios, the loss, the
     fp32 masters and AdamW stay float32; None: each product in its weights' dtype (comprl's earlier behaviour).
-    Sampling is untouched, so on-policy ratios move off 1 by bfloat16 rounding (SmolLM2-135M, fp32 LoRA: mean
-    |delta log p| 0.02, max 0.12 per token; bfloat16 weights alone: 0.035 and 0.22). Source: comprl's; the paper
+    Sampling is untouched (its adapters' dtype is ``generation_adapter_dtype``), so on-policy ratios move off 1
+    by bfloat16 rounding (SmolLM2-135M, fp32 LoRA: mean |delta log p| 0.02, max 0.12 per token; bfloat16 weights
+    alone: 0.035 and 0.22). Source: comprl's; the paper
     is silent, and the official code trains in bf16 through Megatron (``dtype: bf16``, fp32 main weights in its
     distributed optimiser), which the paper profile matches with bfloat16 weights, fp32 masters and this on."""
     backend: str = "hf"
@@ -121,6 +122,15 @@ class OptimConfig:
     (``FastLanguageModel.get_peft_model`` with unsloth's own gradient checkpointing, on a model loaded by
     ``load_model(..., backend="unsloth")``; CUDA only, ``pip install 'comprl[gpu]'``, ``lora_rank > 0``).
     comprl's option for faster, leaner LoRA training on one GPU; the official code uses neither."""
+    generation_adapter_dtype: str = "model"
+    """The dtype this model's LoRA adapters are computed in when it generates (rollouts, distillations; the
+    ``hf`` engine): ``"model"``, the base weights' (bfloat16 on a bfloat16 model; the float32 masters are cast for
+    the duration of each call and left untouched), as vLLM computes adapters and the official code samples;
+    ``"float32"``, peft's own, which casts every adapter's input to float32: on 1 core of a Xeon with AMX that
+    made SmolLM2-135M's prefill (16 x 200 tokens) 2.2x and a step's rollout (16 Room episodes) 1.2x slower.
+    Behaviour log-probs then differ from the trainer's recomputation by bfloat16 rounding, which the importance
+    ratio absorbs. No effect on a float32 model or without LoRA. Source: comprl's; runs recorded before this field
+    existed ran with ``"float32"`` and resume only with it."""
 
     def __post_init__(self) -> None:
         if self.aggregation not in AGGREGATIONS:
@@ -129,6 +139,10 @@ class OptimConfig:
             raise ValueError("micro_batch_size and update_epochs must be >= 1")
         if self.autocast is not None and self.autocast not in AUTOCAST_DTYPES:
             raise ValueError(f"autocast={self.autocast!r}; accepted: None (off), {', '.join(AUTOCAST_DTYPES)}")
+        if self.generation_adapter_dtype not in ADAPTER_DTYPES:
+            raise ValueError(
+                f"generation_adapter_dtype={self.generation_adapter_dtype!r}; accepted: {', '.join(ADAPTER_DTYPES)}"
+            )
         if self.backend not in TRAINER_BACKENDS:
             raise ValueError(f"backend={self.backend!r}; accepted: {', '.join(TRAINER_BACKENDS)}")
         if self.backend == "unsloth" and self.lora_rank < 1:
@@ -521,9 +535,12 @@ class ExperimentConfig:
         data = dict(data)
         data["tasks"] = tuple(data.get("tasks", ()))
         data["rollout"] = RolloutConfig(**{**data.get("rollout", {}), "stop": tuple(data.get("rollout", {}).get("stop", ("</answer>",)))})
-        # runs recorded before rollout.temperature became the actor's one temperature also wrote actor.temperature
-        data["actor"] = ActorConfig(**{k: v for k, v in data.get("actor", {}).items() if k != "temperature"})
-        data["extractor"] = ExtractorConfig(**data.get("extractor", {}))
+        # runs recorded before rollout.temperature became the actor's one temperature also wrote actor.temperature;
+        # runs recorded before generation_adapter_dtype existed generated through peft's float32 adapters
+        legacy = {"generation_adapter_dtype": "float32"}
+        actor = {k: v for k, v in data.get("actor", {}).items() if k != "temperature"}
+        data["actor"] = ActorConfig(**{**legacy, **actor})
+        data["extractor"] = ExtractorConfig(**{**legacy, **data.get("extractor", {})})
         data["bank"] = BankConfig(**data.get("bank", {}))
         experience = data.get("experience", {})
         data["experience"] = ExperienceConfig(**{**experience, "manager_cores": tuple(experience.get("manager_cores", ()))})

@@ -11,6 +11,7 @@ from comprl import cli
 from comprl.cli import main, parse_value
 from comprl.config import METHODS, PROFILES, ExperimentConfig
 from comprl.envs import make
+from comprl.runs import Run
 from comprl.trainers.actor import ActorConfig
 
 
@@ -67,6 +68,21 @@ def test_configs_recorded_with_an_actor_temperature_still_load():
     recorded = json.loads(make_config("cpu").to_json())
     recorded["actor"]["temperature"] = recorded["rollout"]["temperature"]  # what runs wrote before it was one field
     assert ExperimentConfig.from_dict(recorded) == make_config("cpu")
+
+
+def test_configs_recorded_before_the_generation_adapter_dtype_load_as_they_ran_and_resume_only_as_such(tmp_path):
+    recorded = make_config("cpu").to_dict()
+    for part in ("actor", "extractor"):
+        del recorded[part]["generation_adapter_dtype"]
+    config = ExperimentConfig.from_dict(recorded)  # those runs generated through peft's float32 adapters
+    assert (config.actor.generation_adapter_dtype, config.extractor.generation_adapter_dtype) == ("float32", "float32")
+    assert make_config("cpu").actor.generation_adapter_dtype == "model"
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "config.json").write_text(json.dumps(recorded))
+    with pytest.raises(ValueError, match="cannot resume.*generation_adapter_dtype"):
+        Run.create(tmp_path, make_config("cpu"), name="old", resume=True)
+    as_it_ran = {f"{part}.generation_adapter_dtype": "float32" for part in ("actor", "extractor")}
+    assert Run.create(tmp_path, make_config("cpu", **as_it_ran), name="old", resume=True).config() == config
 
 
 def test_unknown_env_id_lists_accepted_ids():

@@ -12,6 +12,7 @@ from peft import LoraConfig, get_peft_model
 
 from comprl.chat import ChatFormat
 from comprl.llm import HFEngine, SamplingParams, load_model, token_logprobs
+from comprl.policy import pad_batch
 
 
 def _prompts(tokenizer):
@@ -49,6 +50,54 @@ def test_the_models_own_generation_config_does_not_shape_sampling(assert_logprob
     assert [c.token_ids for c in shaped] == [c.token_ids for c in plain]
     assert_logprobs_match_fresh_pass(model, tokenizer.pad_token_id, pack(prompts, shaped), 0.7)
     assert model.generation_config.repetition_penalty == 5.0  # the model's own config is left as it was
+
+
+def test_lora_adapters_generate_in_the_models_dtype_and_their_float32_masters_stay_untouched():
+    model, tokenizer = load_model("tiny-random", dtype=torch.bfloat16, seed=0)
+    model = get_peft_model(model, LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False))
+    adapters = {name: p for name, p in model.named_parameters() if "lora_" in name}
+    assert adapters and {p.dtype for p in adapters.values()} == {torch.float32}  # peft's float32 masters
+    masters = {name: p.detach().clone() for name, p in adapters.items()}
+    layer = next(m for name, m in model.named_modules() if name.endswith("q_proj.lora_A.default"))
+    seen: list[torch.dtype] = []
+    hook = layer.register_forward_hook(lambda module, args, out: seen.append(module.weight.dtype))
+    prompts, params = _prompts(tokenizer), SamplingParams(max_new_tokens=8, temperature=1.0)
+    replies = {}
+    for dtype in ("model", "float32"):
+        seen.clear()
+        torch.manual_seed(0)
+        replies[dtype] = HFEngine(model, tokenizer, adapter_dtype=dtype).generate(prompts, params)
+        assert set(seen) == {torch.bfloat16 if dtype == "model" else torch.float32}
+    hook.remove()
+    for name, p in adapters.items():  # the trainer's parameters: same objects, float32, values as before
+        assert p is dict(model.named_parameters())[name] and p.requires_grad and p.dtype == torch.float32
+        assert torch.equal(p, masters[name])
+    # the same policy up to bfloat16 rounding: rescored through peft's float32 path, the log-probs agree closely
+    sequences = pack(prompts, replies["model"])
+    batch = pad_batch(sequences, tokenizer.pad_token_id)
+    with torch.no_grad():
+        fresh = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["action_mask"], 1.0)
+    mask = batch["action_mask"].bool()
+    assert (fresh[mask] - batch["old_logprobs"][mask]).abs().mean() < 0.05
+    with pytest.raises(ValueError, match="adapter_dtype='float16'; accepted: model, float32"):
+        HFEngine(model, tokenizer, adapter_dtype="float16")
+
+
+def test_the_lm_head_gets_contiguous_input_in_every_forward_pass_of_generation(tiny, tiny_engine):
+    # generate() feeds the head hidden[:, -1:, :] of the prompt pass, a strided view over which torch's matmul
+    # copies the head's weight once per batch row; the engine hands it a contiguous copy instead
+    model, tokenizer = tiny
+    seen: list[tuple[int, bool]] = []
+    hook = model.get_output_embeddings().register_forward_hook(
+        lambda module, args, out: seen.append((args[0].shape[1], args[0].is_contiguous()))
+    )
+    try:
+        tiny_engine.generate(_prompts(tokenizer), SamplingParams(max_new_tokens=4, temperature=1.0, stop=()))
+        hidden = model.model(torch.tensor([_prompts(tokenizer)[2]] * 3)).last_hidden_state
+        assert not hidden[:, -1:, :].is_contiguous()  # what the head would get otherwise
+    finally:
+        hook.remove()
+    assert len(seen) >= 4 and all(contiguous for _, contiguous in seen)
 
 
 def test_samples_come_from_the_whole_tempered_distribution(tiny, tiny_engine):

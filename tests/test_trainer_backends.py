@@ -40,11 +40,12 @@ class Trainer(PolicyTrainer):
         return 1.0
 
 
-def _on_policy_batch(model, tokenizer, n: int = 4):
+def _on_policy_batch(model, tokenizer, n: int = 4, adapter_dtype: str = "model"):
     """Sequences sampled from ``model`` at temperature 1, with their behaviour log-probs, and +-1 advantages."""
     prompts = [tokenizer.encode(f"Episode {i}: the agent walks north and finds") for i in range(n)]
     torch.manual_seed(0)
-    completions = HFEngine(model, tokenizer).generate(prompts, SamplingParams(max_new_tokens=8, temperature=1.0))
+    engine = HFEngine(model, tokenizer, adapter_dtype=adapter_dtype)
+    completions = engine.generate(prompts, SamplingParams(max_new_tokens=8, temperature=1.0))
     return pack(prompts, completions), torch.tensor([1.0, -1.0] * (n // 2))
 
 
@@ -89,7 +90,8 @@ def test_fp32_lora_adapters_on_a_bf16_base_multiply_in_bf16_under_autocast():
     assert lora_a.weight.dtype == torch.float32
     seen: list[torch.dtype] = []
     lora_a.register_forward_hook(lambda module, inputs, output: seen.append(output.dtype))
-    sequences, advantages = _on_policy_batch(trainer.model, tokenizer)  # the engine: no autocast
+    # the engine, without autocast and with the adapters in peft's float32 (generation_adapter_dtype="float32")
+    sequences, advantages = _on_policy_batch(trainer.model, tokenizer, adapter_dtype="float32")
     trainer.update(sequences, advantages)  # the trainer: autocast
     assert seen[0] == torch.float32  # peft runs fp32 adapters in fp32 on its own
     assert seen[-1] == torch.bfloat16

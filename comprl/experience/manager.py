@@ -135,7 +135,9 @@ class ExperienceManager:
             ExtractorTrainer(model, tokenizer.pad_token_id, config.extractor, weights_of=actor)
             if TRAINS_EXTRACTOR[config.method] else None
         )
-        self.engine = HFEngine(self.trainer.model if self.trainer else model, tokenizer)
+        self.engine = HFEngine(
+            self.trainer.model if self.trainer else model, tokenizer, adapter_dtype=config.extractor.generation_adapter_dtype
+        )
         self._actor_engine = actor_engine
         self.bank = ExperienceBank(
             bank_path, Embedder(config.bank.embedder, device=device), capacity=config.bank.capacity,

@@ -25,7 +25,7 @@ def make_engine(config: ExperimentConfig, model: PreTrainedModel, tokenizer: Pre
     takes up on ``sync_weights()``."""
     engine = config.rollout.engine
     if engine == "hf":
-        return HFEngine(model, tokenizer)
+        return HFEngine(model, tokenizer, adapter_dtype=config.actor.generation_adapter_dtype)
     if engine == "vllm":
         return VLLMEngine(model, tokenizer, gpu_memory_utilization=config.rollout.vllm_gpu_memory, seed=config.seed)
     raise ValueError(f"rollout.engine={engine!r}; accepted: {', '.join(ENGINES)}")

@@ -284,7 +284,7 @@ def trained_actor(run: Run | str | Path) -> tuple[HFEngine, ExperimentConfig]:
     )
     actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor)
     actor.load_weights(weights)
-    return HFEngine(actor.model, tokenizer), config
+    return HFEngine(actor.model, tokenizer, adapter_dtype=config.actor.generation_adapter_dtype), config
 
 
 def evaluate_trained(run: Run | str | Path, episodes: int | None = None, progress: bool = False) -> dict[str, float]:
