@@ -60,13 +60,13 @@ def test_dry_run_checks_every_paper_config_and_prints_the_plan(tmp_path, capsys)
     # an empty results folder: no throughput measurement to be found
     assert main(["reproduce", "--profile", "paper", "--dry-run", "--results", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
-    assert "every config valid" in printed and "02_multitask: 24 runs, 128 steps each" in printed
+    assert "every config valid" in printed and "02_multitask: 30 runs, 128 steps each" in printed
     assert "04_ablations: 15 runs" in printed  # the notebook's own five variants, three seeds each
     # memory per model, GPU placement and count
     assert "Qwen/Qwen2.5-7B-Instruct               137.2 GB  >= 2 x 80 GB GPU" in printed
     assert "Qwen/Qwen3-4B-Thinking-2507             72.4 GB" in printed
     assert "actor      GPUs 0-7" in printed and "extractor  GPUs 8-15" in printed and "embedder   GPUs 12-13" in printed
-    assert "total: 16 GPUs on 2 nodes for 45 runs" in printed and "total: 8 GPUs on 1 node for 9 runs" in printed
+    assert "total: 16 GPUs on 2 nodes for 48 runs" in printed and "total: 8 GPUs on 1 node for 12 runs" in printed
     assert "the reproduction needs 16 GPUs at once" in printed
     # the token budget of the largest run: the 6-task mixture, 128 rollouts per task
     assert "largest run (02_multitask, room+webshop+alfworld+maze+keyroom+sokoban, comp_rl): 768 rollouts" in printed
