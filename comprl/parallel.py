@@ -20,7 +20,7 @@ import pickle
 import traceback
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 if TYPE_CHECKING:
     from comprl.config import ExperimentConfig
@@ -51,6 +51,7 @@ def run_experiments(
     jobs: int = 1,
     resume: bool = True,
     callback: MetricsCallback | None = None,
+    reuse: Sequence[str | Path] = (),
 ) -> dict[str, Run]:
     """Run every experiment of ``plan`` (run name -> config) into ``output_dir/<name>``; return the runs in plan order.
 
@@ -68,6 +69,9 @@ def run_experiments(
 
     ``resume`` (default on, as the notebooks run): a finished run folder of the same name is returned as it is and
     a killed one continues from its checkpoint, so calling again with the same plan runs only what is missing.
+    ``reuse`` (with ``resume``): folders of earlier results (other notebooks' output folders, say); a run of the
+    plan with no folder yet, whose exact config finished in a run folder directly under one of them, is copied
+    from there (:func:`comprl.runs.copy_finished`) instead of trained again.
 
     A run that fails raises its exception here (with the worker's traceback as its cause) as soon as it fails;
     the other runs going on are then stopped, as they are on a KeyboardInterrupt, and continue from their last
@@ -76,8 +80,13 @@ def run_experiments(
     """
     plan = dict(plan)
     cores = check_jobs(jobs)
-    from comprl.runs import Run
+    from comprl.runs import Run, copy_finished
     from comprl.trainers.loop import run_experiment
+
+    for name, config in plan.items() if resume and reuse else ():
+        target = Path(output_dir) / name
+        if not target.exists() and (source := copy_finished(config, reuse, target)) is not None:
+            log.info("%s: the same config finished in %s; copied, not trained again", name, source.path)
 
     if jobs == 1:
         return {

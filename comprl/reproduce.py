@@ -9,7 +9,8 @@ Each notebook writes into ``results/<profile>/<notebook>/`` and resumes what it 
 skipped, killed ones continued), so a second call picks up where a killed one stopped; a notebook that finished
 is not executed again (``force=True`` executes it anyway, still skipping its finished runs). ``jobs`` goes to the
 notebooks with that parameter (01-04), which then make that many runs at once, each on a core of its own
-(:func:`comprl.run_experiments`). Wall times go into ``results/<profile>/reproduce.json``; the report puts every
+(:func:`comprl.run_experiments`); a run whose exact config an earlier notebook already trained (02's single-task
+runs and 03's smaller extractor are 01's runs at the cpu profile) is copied from there, not trained again. Wall times go into ``results/<profile>/reproduce.json``; the report puts every
 table next to the paper's numbers (:mod:`comprl.paper`) and lists profile, seeds, models, prompts and package
 versions.
 """
@@ -144,8 +145,11 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
         if done.get(step.notebook, {}).get("finished") and not force:
             continue
         params = step.params(profile, root)
-        if "jobs" in notebook_defaults(step.notebook):
+        takes = notebook_defaults(step.notebook)
+        if "jobs" in takes:
             params["jobs"] = jobs
+        if "reuse" in takes:  # a run an earlier notebook trained with the same config (01's in 02 and 03) is copied
+            params["reuse"] = [str(root / earlier.notebook) for earlier in STEPS[: STEPS.index(step)]]
         started = time.perf_counter()
         run_notebook(step.notebook, profile, params, root / step.notebook)
         done[step.notebook] = {

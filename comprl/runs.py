@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -129,6 +130,20 @@ class Run:
         path = self.path / f"{name}.csv"
         table.to_csv(path, index=False)
         return path
+
+
+def copy_finished(config: ExperimentConfig, folders: Iterable[str | Path], to: Path) -> Run | None:
+    """Copy a finished run of exactly ``config`` found directly under one of ``folders`` into the new folder ``to``
+    (everything but its checkpoint, which a finished run no longer needs); return the run copied, None where none
+    is found. The first match in folder order, then name order, is taken."""
+    wanted = config.to_dict()
+    for folder in folders:
+        for found in sorted(Path(folder).glob(f"*/{FINISHED}")):
+            run = Run(found.parent)
+            if run.path.resolve() != Path(to).resolve() and not _differences(run.config().to_dict(), wanted):
+                shutil.copytree(run.path, to, ignore=shutil.ignore_patterns(checkpoint.FOLDER))
+                return run
+    return None
 
 
 def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:

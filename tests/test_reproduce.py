@@ -49,7 +49,11 @@ def test_jobs_go_to_the_notebooks_that_take_them_and_must_fit_the_cores(tmp_path
         "01_single_task": 2, "02_multitask": 2, "03_extractor_size": 2, "04_ablations": 2,
         "05_latency_analysis": None, "06_bank_explorer": None,
     }
-    times = json.loads((tmp_path / "smoke" / "reproduce.json").read_text())
+    root = tmp_path / "smoke"
+    # each training notebook may copy the runs of the ones before it (02's single-task runs are 01's)
+    assert executed["01_single_task"]["reuse"] == [] and "reuse" not in executed["05_latency_analysis"]
+    assert executed["03_extractor_size"]["reuse"] == [str(root / "01_single_task"), str(root / "02_multitask")]
+    times = json.loads((root / "reproduce.json").read_text())
     assert times["01_single_task"]["jobs"] == 2 and "jobs" not in times["06_bank_explorer"]
     with pytest.raises(SystemExit, match=r"comprl: --jobs: jobs=3: this process may use 2 CPU cores \(\[0, 1\]\)"):
         main(["reproduce", "--profile", "smoke", "--results", str(tmp_path), "--jobs", "3", "--force"])

@@ -7,7 +7,8 @@ import math
 import pytest
 
 from comprl.config import make_config
-from comprl.runs import Run, load_metrics, summary_table
+from comprl.parallel import run_experiments
+from comprl.runs import Run, copy_finished, load_metrics, summary_table
 
 
 def make_run(root, method: str, seed: int, before: float, after: float, steps: int = 2) -> Run:
@@ -46,3 +47,20 @@ def test_a_fresh_start_clears_what_the_last_run_wrote(tmp_path):
     again = Run.create(tmp_path, make_config("smoke", method="comp_rl"), name="comp_rl_seed0")
     assert not again.finished and again.metrics().empty and not again.bank_path.exists()
     assert not (run.path / "checkpoint").exists() and (run.path / "notes.txt").read_text() == "mine"
+
+
+def test_a_finished_run_of_the_same_config_is_copied_from_earlier_results_not_trained_again(tmp_path):
+    earlier = make_run(tmp_path / "01", "comp_rl", 0, 0.25, 0.75)
+    (earlier.path / "checkpoint").mkdir()
+    (earlier.path / "checkpoint" / "state.pt").write_bytes(b"weights")
+    earlier.mark_finished()
+    make_run(tmp_path / "01", "baseline", 0, 0.0, 0.5)  # not finished: never a source
+    config = earlier.config()
+    runs = run_experiments({"room_comp_rl": config}, tmp_path / "02", reuse=[tmp_path / "empty", tmp_path / "01"])
+    copy = runs["room_comp_rl"]
+    assert copy.path == tmp_path / "02" / "room_comp_rl" and copy.finished and copy.config() == config
+    assert copy.metrics().equals(earlier.metrics()) and not (copy.path / "checkpoint").exists()
+    # another config is left to train
+    other = make_config("smoke", method="comp_rl", seed=1, steps=2)
+    assert copy_finished(other, [tmp_path / "01"], tmp_path / "02" / "x") is None and not (tmp_path / "02" / "x").exists()
+    assert copy_finished(make_config("smoke", method="baseline", steps=2), [tmp_path / "01"], tmp_path / "02" / "y") is None
