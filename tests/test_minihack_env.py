@@ -368,3 +368,24 @@ def test_brief_view_keeps_what_is_in_view_and_drops_walls_dark_area_and_map() ->
     assert full.step("<answer>east</answer>")[0].splitlines()[2] == brief.step("<answer>east</answer>")[0].splitlines()[2]
     with pytest.raises(ValueError, match="accepted: full, brief"):
         comprl.envs.make(ROOM, view="short")
+
+
+def test_a_finished_run_leaves_nothing_of_itself_alive_when_it_was_the_first_to_import_minihack():
+    # minihack.wiki keeps an ImportError whose traceback held the importing frames, and with them a run's models
+    script = textwrap.dedent(
+        """
+        import gc, sys, tempfile, types
+        from comprl.config import make_config
+        from comprl.trainers.loop import run_experiment
+        assert "minihack" not in sys.modules
+        with tempfile.TemporaryDirectory() as folder:
+            run_experiment(make_config("smoke", method="baseline", steps=1), folder, name="run", progress=False)
+        assert "minihack" in sys.modules
+        gc.collect()
+        alive = [f for f in gc.get_objects() if isinstance(f, types.FrameType) and f.f_code.co_name == "run_experiment"]
+        print("frames of run_experiment alive:", len(alive))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "frames of run_experiment alive: 0" in done.stdout

@@ -41,6 +41,7 @@ try:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
         from minihack import MiniHack  # Importing minihack also registers the MiniHack-* gymnasium ids.
+        from minihack import wiki as minihack_wiki
         from nle import nethack
 except ImportError as error:
     raise ImportError(
@@ -48,6 +49,13 @@ except ImportError as error:
         f"Linux x86_64 (this platform: {platform.system()} {platform.machine()}); building nle from source "
         "needs the network. On Linux x86_64: pip install nle==1.3.0 minihack"
     ) from error
+
+# minihack.wiki keeps the ImportError of its optional NLP packages (inflect, stanza) as `import_error`. Its traceback
+# holds the frames that first imported minihack, and through them the locals of their callers: imported lazily inside
+# a training run, that run's models, optimiser states and envs stayed alive for the life of the process (0.7 GB in a
+# notebook that ran two cpu-profile runs one after the other). Only the error's message is ever used.
+if getattr(minihack_wiki, "import_error", None) is not None:
+    minihack_wiki.import_error.__traceback__ = None
 
 from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN, DEFAULT_MAX_TURNS, GameStep, TextEnv
 from comprl.envs.minihack.text import message_text, render_screen
