@@ -95,6 +95,20 @@ def run_notebook(name: str, profile: str, params: dict[str, object], output_dir:
     return output_dir
 
 
+PATH_PARAMS = ("reuse", "reference_dir", "run_dir")
+"""Notebook parameters that name folders. A notebook runs in ``notebooks/``, so a relative path given on the
+command line is made absolute against the caller's working directory first (the notebooks' defaults stay relative
+to ``notebooks/``)."""
+
+
+def _paths_from_here(name: str, value: object) -> object:
+    if name not in PATH_PARAMS or not value:
+        return value
+    if isinstance(value, list):
+        return [str(Path(item).resolve()) for item in value]
+    return str(Path(str(value)).resolve())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="comprl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -150,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:6s} model={config.model} steps={config.steps} rollouts/step={config.batch_instances * config.group_size} "
                   f"max_turns={config.max_turns} device={config.device}")
         return 0
-    params = {key: parse_value(value) for key, value in args.param}
+    params = {key: _paths_from_here(key, parse_value(value)) for key, value in args.param}
     out = run_notebook(args.notebook, args.profile, params, args.output_dir, resume=args.resume)
     print(f"comprl: results in {out}")
     return 0

@@ -9,10 +9,11 @@ Each notebook writes into ``results/<profile>/<notebook>/`` and resumes what it 
 skipped, killed ones continued), so a second call picks up where a killed one stopped; a notebook that finished
 is not executed again (``force=True`` executes it anyway, still skipping its finished runs). ``jobs`` goes to the
 notebooks with that parameter (01-04), which then make that many runs at once, each on a core of its own
-(:func:`comprl.run_experiments`); a run whose exact config an earlier notebook already trained (02's single-task
-runs and 03's smaller extractor are 01's runs at the cpu profile) is copied from there, not trained again. Wall times go into ``results/<profile>/reproduce.json``; the report puts every
-table next to the paper's numbers (:mod:`comprl.paper`) and lists profile, seeds, models, prompts and package
-versions.
+(:func:`comprl.run_experiments`). A run whose exact config was trained before is copied, not trained again: the
+committed reference runs (:data:`REFERENCE_RUNS`: at the cpu profile they are 01's runs) and earlier notebooks'
+runs (02's single-task runs, 03's smaller extractor and 04's plain comp_rl are 01's). Wall times go into
+``results/<profile>/reproduce.json``; the report puts every table next to the paper's numbers (:mod:`comprl.paper`)
+and lists profile, seeds, models, prompts and package versions.
 """
 
 from __future__ import annotations
@@ -67,8 +68,20 @@ tasks); the cpu profile takes one instance per task (4 rollouts), so that a 6-ta
 its single-task runs (4 x 4 rollouts) and the 24 runs of 02 fit in hours, not days."""
 
 
-def _mixture_params(profile: str) -> dict[str, Any]:
-    return {"seeds": _seeds(profile), "mixtures": _mixtures(profile), "batch_per_task": MIXTURE_BATCH.get(profile)}
+OVERRIDES = {"cpu": {"actor.generation_adapter_dtype": "float32", "extractor.generation_adapter_dtype": "float32"}}
+"""Config fields a profile's reproduction sets in every run. cpu: the sampling path of the committed reference runs
+(float32 LoRA adapters while generating, the path they were trained on), so that 01's runs are those runs, copied
+(:data:`REFERENCE_RUNS`), and every later run is compared with them on the same path. It costs the cpu runs the
+1.2x faster rollout of bf16 adapters (``benchmarks/generation_overheads.py``)."""
+
+REFERENCE_RUNS = {"cpu": ["reference/01_single_task_cpu"]}
+"""Folders under ``--results`` whose finished runs a profile's reproduction copies instead of training them again:
+the committed reference runs of the cpu profile are 01's twelve runs (four methods, seeds 0-2)."""
+
+
+def _config(profile: str, **fields: Any) -> ExperimentConfig:
+    """A config of the profile's reproduction: the profile, its :data:`OVERRIDES`, then ``fields``."""
+    return make_config(profile, **{**OVERRIDES.get(profile, {}), **fields})
 
 
 STEPS: tuple[Step, ...] = (
@@ -76,22 +89,24 @@ STEPS: tuple[Step, ...] = (
         "01_single_task",
         lambda profile, root: {"seeds": _seeds(profile), "compare_with": ["baseline", "static", "exp_only"]},
         lambda profile: [
-            make_config(profile, method=m, seed=s) for m in PAPER_METHODS for s in _seeds(profile)
+            _config(profile, method=m, seed=s) for m in PAPER_METHODS for s in _seeds(profile)
         ],
     ),
     Step(
         "02_multitask",
-        lambda profile, root: _mixture_params(profile),
+        lambda profile, root: {
+            "seeds": _seeds(profile), "mixtures": _mixtures(profile), "batch_per_task": MIXTURE_BATCH.get(profile)
+        },
         lambda profile: [
-            make_config(profile, tasks=mixture, method=m, seed=s, batch_instances=MIXTURE_BATCH.get(profile))
+            _config(profile, tasks=mixture, method=m, seed=s, batch_instances=MIXTURE_BATCH.get(profile))
             for mixture in _mixtures(profile) for m in PAPER_METHODS for s in _seeds(profile)
-        ] + [make_config(profile, method=m, seed=s) for m in ("baseline", "comp_rl") for s in _seeds(profile)],
+        ] + [_config(profile, method=m, seed=s) for m in ("baseline", "comp_rl") for s in _seeds(profile)],
     ),
     Step(
         "03_extractor_size",
         lambda profile, root: {"seeds": _seeds(profile)},
         lambda profile: [
-            make_config(profile, method="comp_rl", seed=s, **{"extractor.model": model})
+            _config(profile, method="comp_rl", seed=s, **{"extractor.model": model})
             for model in EXTRACTOR_SIZES[profile].values() for s in _seeds(profile)
         ],
     ),
@@ -99,7 +114,7 @@ STEPS: tuple[Step, ...] = (
         "04_ablations",
         lambda profile, root: {"seeds": _seeds(profile)},
         lambda profile: [
-            make_config(profile, method="comp_rl", seed=s, **variant)
+            _config(profile, method="comp_rl", seed=s, **variant)
             for variant in notebook_defaults("04_ablations")["variants"].values() for s in _seeds(profile)
         ],
     ),
@@ -148,8 +163,12 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
         takes = notebook_defaults(step.notebook)
         if "jobs" in takes:
             params["jobs"] = jobs
-        if "reuse" in takes:  # a run an earlier notebook trained with the same config (01's in 02 and 03) is copied
-            params["reuse"] = [str(root / earlier.notebook) for earlier in STEPS[: STEPS.index(step)]]
+        if OVERRIDES.get(profile) and "overrides" in takes:
+            params["overrides"] = OVERRIDES[profile]
+        if "reuse" in takes:  # a finished run of the same config (a reference run, or an earlier notebook's) is copied
+            params["reuse"] = [str(results / folder) for folder in REFERENCE_RUNS.get(profile, [])] + [
+                str(root / earlier.notebook) for earlier in STEPS[: STEPS.index(step)]
+            ]
         started = time.perf_counter()
         run_notebook(step.notebook, profile, params, root / step.notebook)
         done[step.notebook] = {

@@ -104,6 +104,14 @@ def test_cli_parameter_values_are_python_literals_or_strings():
     assert parse_value("comprl/Room-Ultimate-5x5-v0") == "comprl/Room-Ultimate-5x5-v0"
 
 
+def test_cli_folder_parameters_are_taken_from_the_callers_directory_not_the_notebooks(tmp_path, monkeypatch):
+    executed = {}
+    monkeypatch.setattr(cli, "run_notebook", lambda name, profile, params, out, resume: executed.update(params) or tmp_path)
+    monkeypatch.chdir(tmp_path)
+    main(["run", "01_single_task", "-p", "reuse", '["results/a", "/abs/b"]', "-p", "reference_dir", "ref", "-p", "seeds", "[0]"])
+    assert executed == {"reuse": [str(tmp_path / "results" / "a"), "/abs/b"], "reference_dir": str(tmp_path / "ref"), "seeds": [0]}
+
+
 def test_cli_resume_continues_the_newest_output_folder_of_that_notebook_and_profile(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(cli, "REPO_ROOT", tmp_path)
     notebook = cli.notebook_path("01_single_task")

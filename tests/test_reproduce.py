@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from comprl import parallel, planner, reproduce
+from comprl import parallel, planner, reproduce, runs
 from comprl.cli import main
 from comprl.config import make_config
 from comprl.envs import ENV_IDS
@@ -57,6 +57,24 @@ def test_jobs_go_to_the_notebooks_that_take_them_and_must_fit_the_cores(tmp_path
     assert times["01_single_task"]["jobs"] == 2 and "jobs" not in times["06_bank_explorer"]
     with pytest.raises(SystemExit, match=r"comprl: --jobs: jobs=3: this process may use 2 CPU cores \(\[0, 1\]\)"):
         main(["reproduce", "--profile", "smoke", "--results", str(tmp_path), "--jobs", "3", "--force"])
+    capsys.readouterr()
+
+
+def test_the_cpu_reproduction_copies_the_committed_reference_runs_on_their_sampling_path(tmp_path, monkeypatch, capsys):
+    executed = {}
+    monkeypatch.setattr("comprl.cli.run_notebook", lambda name, profile, params, out: executed.setdefault(name, params))
+    monkeypatch.setattr("comprl.reproduce.write_report", lambda profile, results: results / "REPORT.md")
+    assert main(["reproduce", "--profile", "cpu", "--results", str(tmp_path)]) == 0
+    reference = str(tmp_path / "reference" / "01_single_task_cpu")
+    assert executed["01_single_task"]["reuse"] == [reference]
+    assert executed["02_multitask"]["reuse"] == [reference, str(tmp_path / "cpu" / "01_single_task")]
+    for name in ("01_single_task", "02_multitask", "03_extractor_size", "04_ablations"):
+        assert executed[name]["overrides"] == reproduce.OVERRIDES["cpu"]
+    # what 01 will ask for is exactly the config the committed reference runs were trained with
+    for run in sorted((REPO / "results" / "reference" / "01_single_task_cpu").glob("*_seed*")):
+        method, seed = run.name.rsplit("_seed", 1)
+        config = reproduce._config("cpu", method=method, seed=int(seed))
+        assert not runs._differences(runs.Run(run).config().to_dict(), config.to_dict()), run.name
     capsys.readouterr()
 
 
