@@ -40,7 +40,8 @@ class RolloutConfig:
     """How episodes are played."""
 
     max_new_tokens: int = 48
-    """Tokens the actor may write per turn."""
+    """Tokens the actor may write per turn. With ``constrained_actions`` a turn whose longest admissible reply is
+    longer (a WebShop ``click[item id]``) decodes up to that reply's length instead, every row of its batch."""
     temperature: float = 1.0
     """The actor's sampling temperature (paper: ~1.0); 0 = greedy. The one source of it: every trajectory records
     the temperature of its log-probs (:attr:`Trajectory.temperature`) and the actor trainer scores it there."""

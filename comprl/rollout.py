@@ -124,7 +124,6 @@ class _Choices:
 
     fmt: ChatFormat
     response_prefix: str
-    max_new_tokens: int
     ask: bool
     cache: dict[tuple[str, ...], ReplyChoices] = field(default_factory=dict)
 
@@ -138,13 +137,7 @@ class _Choices:
                 if placeholder >= 0:
                     free.append(self.fmt.encode(text[: placeholder + 1]))
                     continue
-                ids = self.fmt.encode(text)
-                if len(ids) > self.max_new_tokens:
-                    raise ValueError(
-                        f"constrained choice: the reply {text!r} takes {len(ids)} tokens, more than "
-                        f"rollout.max_new_tokens={self.max_new_tokens}; raise it"
-                    )
-                replies.append(ids)
+                replies.append(self.fmt.encode(text))
             self.cache[key] = ReplyChoices.build(replies, free)
         return self.cache[key]
 
@@ -215,7 +208,7 @@ def run_episodes(
     if ask is not None and SEARCH_CLOSE not in sampling.stop:
         sampling = dataclasses.replace(sampling, stop=(*sampling.stop, SEARCH_CLOSE))
 
-    choose = _Choices(fmt, config.response_prefix, sampling.max_new_tokens, ask is not None) if config.constrained_actions else None
+    choose = _Choices(fmt, config.response_prefix, ask is not None) if config.constrained_actions else None
     starts = [env.reset(seed=int(seed)) for env, seed in zip(envs, seeds)]
     admissible = [info.get("admissible_actions", []) for _, info in starts]
     queried = [i for i in range(n) if guided[i]]
@@ -244,8 +237,11 @@ def run_episodes(
     bar = console.progress(desc="rollout turns", unit="turn", disable=not progress, leave=False)
     while active:
         choices = None if choose is None else [choose(admissible[i]) if admissible[i] else None for i in active]
+        # an admissible reply longer than the cap (a WebShop item id) is decoded whole, never cut into an invalid one
+        longest = max((c.longest for c in choices or () if c is not None), default=0)
+        turn = sampling if longest <= sampling.max_new_tokens else dataclasses.replace(sampling, max_new_tokens=longest)
         completions = engine.generate(
-            [trajectories[i].token_ids for i in active], sampling, sessions=[sessions[i] for i in active], choices=choices
+            [trajectories[i].token_ids for i in active], turn, sessions=[sessions[i] for i in active], choices=choices
         )
         still_active = []
         for i, completion in zip(active, completions):

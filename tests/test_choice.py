@@ -93,5 +93,14 @@ def test_constrained_choice_explains_a_reply_format_it_cannot_write(fresh):
     _, _, engine = fresh
     with pytest.raises(ValueError, match="response_prefix='Action: '"):
         _constrained(engine, dataclasses.replace(CONSTRAINED, response_prefix="Action: "))
-    with pytest.raises(ValueError, match="more than rollout.max_new_tokens=3"):
-        _constrained(engine, dataclasses.replace(CONSTRAINED, max_new_tokens=3))
+
+
+
+def test_an_admissible_reply_longer_than_the_cap_is_decoded_whole(fresh):
+    _, _, engine = fresh
+    # "<answer>north</answer>" alone takes more than 3 tokens: every reply is still a whole admissible action
+    trajectories = _constrained(engine, dataclasses.replace(CONSTRAINED, max_new_tokens=3))
+    replies = [m["content"] for t in trajectories for m in t.messages if m["role"] == "assistant"]
+    assert replies and all(r.endswith(ANSWER_CLOSE) for r in replies)
+    assert all(t.invalid_actions == 0 for t in trajectories)
+    assert sum(t.num_action_tokens for t in trajectories) > 3 * sum(t.turns for t in trajectories)

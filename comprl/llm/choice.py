@@ -59,6 +59,11 @@ class ReplyChoices:
                 children.setdefault(tuple(ids[:end]), set()).add(int(ids[end]))
         return cls({prefix: tuple(sorted(ids)) for prefix, ids in children.items()}, frozenset(tuple(f) for f in free))
 
+    @property
+    def longest(self) -> int:
+        """Tokens of the longest admissible reply (of a free branch: its constrained prefix and one free token)."""
+        return max(len(prefix) for prefix in self.next_tokens) + 1 + (1 if self.free else 0)
+
     def allowed(self, generated: Sequence[int]) -> tuple[int, ...] | None:
         """The tokens allowed after ``generated`` (the reply so far), or None when it is unconstrained: it has
         entered a free branch, or it is already a complete reply (generation stops there)."""
