@@ -53,8 +53,10 @@ class RolloutConfig:
     constrained_actions: bool = False
     """Restrict every reply to ``<answer>ACTION</answer>`` for an ACTION in the env's ``info["admissible_actions"]``
     (less ``response_prefix``), sampled from the model's distribution renormalised over those replies
-    (:mod:`comprl.llm.choice`). comprl's deviation for models too small to name a valid action on their own
-    (paper: free text, False); off, an unparseable reply is an invalid action the env answers."""
+    (:mod:`comprl.llm.choice`). A placeholder (WebShop's ``search[<your query>]``) and a search_and_ask call are
+    free text, closed for the model (``]</answer>``, ``</search>``) where it would otherwise pass
+    ``max_new_tokens``. comprl's deviation for models too small to name a valid action on their own (paper: free
+    text, False); off, an unparseable reply is an invalid action the env answers."""
     max_context_tokens: int = 8192
     """An episode whose sequence would outgrow this is truncated (counted in ``Trajectory.truncated``) through the
     env's own truncation step, so it earns the env's truncation reward (ALFWorld: -1; SWE-lite grades the work)."""

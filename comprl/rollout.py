@@ -124,21 +124,28 @@ class _Choices:
 
     fmt: ChatFormat
     response_prefix: str
+    max_new_tokens: int
     ask: bool
     cache: dict[tuple[str, ...], ReplyChoices] = field(default_factory=dict)
 
     def __call__(self, admissible: Sequence[str]) -> ReplyChoices:
         key = tuple(admissible)
         if key not in self.cache:
-            replies, free = [], [self.fmt.encode(SEARCH_OPEN)] if self.ask else []
+            replies, free, closing = [], [], []
+            if self.ask:
+                free.append(self.fmt.encode(SEARCH_OPEN))
+                closing.append(self.fmt.encode(SEARCH_CLOSE))
             for action in admissible:
                 text = self._strip_prefix(f"{ANSWER_OPEN}{action}{ANSWER_CLOSE}")
-                placeholder = text.find("[<")  # e.g. WebShop's search[<your query>]: free from the placeholder on
+                placeholder = text.find("[<")  # e.g. WebShop's search[<your query>]: the query is free text
                 if placeholder >= 0:
                     free.append(self.fmt.encode(text[: placeholder + 1]))
+                    closing.append(self.fmt.encode(text[text.index(">", placeholder) + 1 :]))
                     continue
                 replies.append(self.fmt.encode(text))
-            self.cache[key] = ReplyChoices.build(replies, free)
+            # free text gets the reply cap, and at least a few tokens when its branch alone fills the cap
+            length = max([self.max_new_tokens, *(len(f) + len(c) + 4 for f, c in zip(free, closing))])
+            self.cache[key] = ReplyChoices.build(replies, free, closing, length)
         return self.cache[key]
 
     def _strip_prefix(self, reply: str) -> str:
@@ -208,7 +215,7 @@ def run_episodes(
     if ask is not None and SEARCH_CLOSE not in sampling.stop:
         sampling = dataclasses.replace(sampling, stop=(*sampling.stop, SEARCH_CLOSE))
 
-    choose = _Choices(fmt, config.response_prefix, ask is not None) if config.constrained_actions else None
+    choose = _Choices(fmt, config.response_prefix, sampling.max_new_tokens, ask is not None) if config.constrained_actions else None
     starts = [env.reset(seed=int(seed)) for env, seed in zip(envs, seeds)]
     admissible = [info.get("admissible_actions", []) for _, info in starts]
     queried = [i for i in range(n) if guided[i]]
@@ -237,7 +244,8 @@ def run_episodes(
     bar = console.progress(desc="rollout turns", unit="turn", disable=not progress, leave=False)
     while active:
         choices = None if choose is None else [choose(admissible[i]) if admissible[i] else None for i in active]
-        # an admissible reply longer than the cap (a WebShop item id) is decoded whole, never cut into an invalid one
+        # an admissible reply longer than the cap (a WebShop item id) is decoded whole, never cut into an invalid one;
+        # a free one (a WebShop query) is closed within the cap
         longest = max((c.longest for c in choices or () if c is not None), default=0)
         turn = sampling if longest <= sampling.max_new_tokens else dataclasses.replace(sampling, max_new_tokens=longest)
         completions = engine.generate(

@@ -31,6 +31,16 @@ def test_the_trie_allows_exactly_the_continuations_of_admissible_replies():
         ReplyChoices.build([])
 
 
+def test_a_free_branch_with_a_closing_is_closed_within_its_length():
+    choices = ReplyChoices.build([[1, 2]], free=[[6, 7]], closing=[[8, 9]], free_length=6)
+    assert choices.longest == 6
+    assert choices.allowed([6, 7]) is None and choices.allowed([6, 7, 3]) is None  # two free tokens
+    assert choices.allowed([6, 7, 3, 3]) == (8,) and choices.allowed([6, 7, 3, 3, 8]) == (9,)
+    assert choices.along([6, 7, 3, 3, 8, 9]) == [(1, 6), (7,), None, None, (8,), (9,)]
+    with pytest.raises(ValueError, match="free_length=4 leaves no free token"):
+        ReplyChoices.build([[1, 2]], free=[[6, 7]], closing=[[8, 9]], free_length=4)
+
+
 def test_restrict_keeps_allowed_logits_and_masks_the_rest():
     logits = torch.tensor([[0.5, 1.0, -2.0, 3.0]], requires_grad=True)
     masked = restrict(logits, [1, 2])
@@ -80,13 +90,18 @@ def test_constrained_log_probs_are_renormalised_and_the_trainer_recomputes_them(
     assert abs(metrics["ratio_mean"] - 1.0) < 1e-4 and metrics["clip_fraction"] == 0.0
 
 
-def test_a_placeholder_action_is_constrained_up_to_its_placeholder_only(fresh):
+def test_a_placeholder_is_the_models_free_text_closed_into_a_valid_action(fresh):
     _, tokenizer, engine = fresh
-    (trajectory,) = _constrained(engine, n=1, max_turns=1, env_id="comprl/WebShop-Small-v0")
-    reply = trajectory.messages[2]["content"]
-    assert reply.startswith(f"{ANSWER_OPEN}search[")  # the search page lists search[<your query>]
-    free = [p for p, m in enumerate(trajectory.action_mask) if m == 1 and p not in trajectory.choices]
-    assert free  # the query itself is the model's free text
+    # a random model at a high temperature never closes its query on its own within 12 tokens
+    config = dataclasses.replace(CONSTRAINED, max_new_tokens=12, temperature=2.0)
+    trajectories = _constrained(engine, config, n=4, max_turns=2, env_id="comprl/WebShop-Small-v0")
+    for trajectory in trajectories:
+        reply = trajectory.messages[2]["content"]
+        assert reply.startswith(f"{ANSWER_OPEN}search[") and reply.endswith(f"]{ANSWER_CLOSE}"), reply
+        assert trajectory.invalid_actions == 0 and "Total results" in trajectory.messages[3]["content"]  # a search, not an invalid action
+        free = [p for p, m in enumerate(trajectory.action_mask) if m == 1 and p not in trajectory.choices]
+        assert free  # the query itself is the model's free text
+        assert trajectory.turns == 2 and 0 < trajectory.num_action_tokens <= 2 * 15  # a click on an item may pass 12
 
 
 def test_constrained_choice_explains_a_reply_format_it_cannot_write(fresh):

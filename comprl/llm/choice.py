@@ -12,12 +12,15 @@ where ``z`` are the model's logits and ``A(prefix)`` the allowed next tokens. Th
 log-probs under this distribution and the trainers recompute them the same way (:func:`choice_logprob` in both), so
 the importance ratio stays exactly 1 on-policy; a token with one allowed choice has log-prob 0 and no gradient.
 A *free* branch (a tool call's opening tag, the text before a placeholder such as WebShop's
-``search[<your query>]``) constrains the reply up to its end and leaves the rest to the model.
+``search[<your query>]``) constrains the reply up to its end and leaves the rest to the model, up to a length:
+a branch with a *closing* (WebShop's ``]</answer>``) is then forced to end with it, one token at a time (log-prob
+0), so that a query sampled at a high temperature still makes a well-formed action instead of running past the
+reply cap unclosed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
@@ -43,33 +46,53 @@ class ReplyChoices:
 
     next_tokens: dict[tuple[int, ...], tuple[int, ...]]
     """Allowed next tokens after each proper prefix of an admissible reply (or of a free branch)."""
-    free: frozenset[tuple[int, ...]] = frozenset()
-    """Prefixes after which the reply is unconstrained."""
+    free: dict[tuple[int, ...], tuple[int, ...]] = field(default_factory=dict)
+    """Prefixes after which the reply is the model's, each with its closing tokens (empty: none)."""
+    free_length: int = 0
+    """Tokens a reply through a free branch with a closing takes at most, the closing included: once its free
+    text leaves just room for the closing, the closing is forced (0: no limit, nothing forced)."""
 
     @classmethod
-    def build(cls, replies: Sequence[Sequence[int]], free: Sequence[Sequence[int]] = ()) -> ReplyChoices:
-        """The trie of ``replies`` (complete replies, as token ids) and ``free`` branches (prefixes, as token ids)."""
+    def build(
+        cls, replies: Sequence[Sequence[int]], free: Sequence[Sequence[int]] = (),
+        closing: Sequence[Sequence[int]] | None = None, free_length: int = 0,
+    ) -> ReplyChoices:
+        """The trie of ``replies`` (complete replies, as token ids) and ``free`` branches (prefixes, as token ids),
+        with the ``closing`` of each free branch (default: none) forced within ``free_length`` tokens."""
         if not replies and not free:
             raise ValueError("constrained choice needs at least one admissible reply")
+        closing = [()] * len(free) if closing is None else [tuple(int(t) for t in c) for c in closing]
+        if len(closing) != len(free):
+            raise ValueError(f"got {len(closing)} closings for {len(free)} free branches")
         children: dict[tuple[int, ...], set[int]] = {}
         for ids in [*replies, *free]:
             if not ids:
                 raise ValueError("an admissible reply or free branch tokenised to no tokens")
             for end in range(len(ids)):
                 children.setdefault(tuple(ids[:end]), set()).add(int(ids[end]))
-        return cls({prefix: tuple(sorted(ids)) for prefix, ids in children.items()}, frozenset(tuple(f) for f in free))
+        branches = {tuple(int(t) for t in f): c for f, c in zip(free, closing)}
+        too_short = [f for f, c in branches.items() if c and len(f) + 1 + len(c) > free_length]
+        if too_short:
+            raise ValueError(
+                f"free_length={free_length} leaves no free token between a free branch of {len(too_short[0])} "
+                f"tokens and its closing of {len(branches[too_short[0]])}"
+            )
+        return cls({prefix: tuple(sorted(ids)) for prefix, ids in children.items()}, branches, free_length)
 
     @property
     def longest(self) -> int:
-        """Tokens of the longest admissible reply (of a free branch: its constrained prefix and one free token)."""
-        return max(len(prefix) for prefix in self.next_tokens) + 1 + (1 if self.free else 0)
+        """Tokens of the longest admissible reply (a free branch: ``free_length``, or its prefix and one token)."""
+        trie = max(len(prefix) for prefix in self.next_tokens) + 1 + (1 if self.free else 0)
+        return max(trie, self.free_length if any(self.free.values()) else 0)
 
     def allowed(self, generated: Sequence[int]) -> tuple[int, ...] | None:
-        """The tokens allowed after ``generated`` (the reply so far), or None when it is unconstrained: it has
-        entered a free branch, or it is already a complete reply (generation stops there)."""
+        """The tokens allowed after ``generated`` (the reply so far), or None when it is unconstrained: it is in
+        a free branch's free text, or it is already a complete reply (generation stops there)."""
         generated = tuple(generated)
-        if any(generated[: len(f)] == f for f in self.free):
-            return None
+        for prefix, closing in self.free.items():
+            if generated[: len(prefix)] == prefix:
+                forced = len(generated) - (self.free_length - len(closing))
+                return (closing[forced],) if closing and 0 <= forced < len(closing) else None
         return self.next_tokens.get(generated)
 
     def along(self, tokens: Sequence[int]) -> list[tuple[int, ...] | None]:
