@@ -9,14 +9,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from comprl.accepted import ADAPTER_DTYPES, AGGREGATIONS, AUTOCAST_DTYPES, DTYPES, ENGINES, TRAINER_BACKENDS
 from comprl.envs import ENV_IDS
 from comprl.envs.mixture import MIXTURES, TaskMixture, task_name
-from comprl.llm import ENGINES
-from comprl.llm.engine import ADAPTER_DTYPES, SamplingParams
-from comprl.llm.loading import AUTOCAST_DTYPES, DTYPES, TRAINER_BACKENDS
-from comprl.objectives import AGGREGATIONS
+
+if TYPE_CHECKING:  # the engines import torch; this module does not
+    from comprl.llm.engine import SamplingParams
 
 METHODS: tuple[str, ...] = ("baseline", "comp_rl", "static", "exp_only")
 """The paper's experiment variants, all one loop configured differently:
@@ -61,7 +61,7 @@ class RolloutConfig:
     """An episode whose sequence would outgrow this is truncated (counted in ``Trajectory.truncated``) through the
     env's own truncation step, so it earns the env's truncation reward (ALFWorld: -1; SWE-lite grades the work)."""
     engine: str = "hf"
-    """Generation engine of the actor (:data:`comprl.llm.ENGINES`): "hf", transformers ``generate`` on CPU or GPU,
+    """Generation engine of the actor (:data:`comprl.accepted.ENGINES`): "hf", transformers ``generate`` on CPU or GPU,
     or "vllm", vLLM on the trainer's CUDA GPU with its weights synced after every actor update
     (:mod:`comprl.llm.vllm_engine`, the extra ``comprl[gpu]``; no ``constrained_actions``). The paper's official
     code rolls out with vLLM; the ``paper`` profile uses it. The extractor always generates with "hf"."""
@@ -83,6 +83,8 @@ class RolloutConfig:
             raise ValueError(f"rollout vllm_gpu_memory={self.vllm_gpu_memory!r}: accepted: a share in (0, 1]")
 
     def sampling(self) -> SamplingParams:
+        from comprl.llm.engine import SamplingParams
+
         return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, stop=self.stop)
 
 
@@ -120,7 +122,7 @@ class OptimConfig:
     is silent, and the official code trains in bf16 through Megatron (``dtype: bf16``, fp32 main weights in its
     distributed optimiser), which the paper profile matches with bfloat16 weights, fp32 masters and this on."""
     backend: str = "hf"
-    """How the trained model gets its LoRA adapters (:data:`comprl.llm.loading.TRAINER_BACKENDS`): ``"hf"``
+    """How the trained model gets its LoRA adapters (:data:`comprl.accepted.TRAINER_BACKENDS`): ``"hf"``
     (peft's ``get_peft_model``, transformers' gradient checkpointing) or ``"unsloth"``
     (``FastLanguageModel.get_peft_model`` with unsloth's own gradient checkpointing, on a model loaded by
     ``load_model(..., backend="unsloth")``; CUDA only, ``pip install 'comprl[gpu]'``, ``lora_rank > 0``).

@@ -45,6 +45,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from comprl.accepted import AGGREGATIONS
+
 __all__ = [
     "AGGREGATIONS",
     "split_group_advantages",
@@ -53,10 +55,6 @@ __all__ = [
     "grpo_policy_loss",
     "cispo_loss",
 ]
-
-AGGREGATIONS: tuple[str, ...] = ("token-mean", "seq-mean-token-mean")
-"""Accepted ``aggregation`` modes: "token-mean" (paper) and "seq-mean-token-mean" (official code)."""
-
 
 # --------------------------------------------------------------------------------------------------------------
 # Validation helpers

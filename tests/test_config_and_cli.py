@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -120,3 +122,9 @@ def test_cli_resume_continues_the_newest_output_folder_of_that_notebook_and_prof
     for name in ("01_single_task_cpu_20261101-000000", "01_single_task_cpu_20261122-093000", "01_single_task_smoke_20261123-000000"):
         (tmp_path / "results" / name).mkdir(parents=True)
     assert cli.latest_output(notebook, "cpu").name == "01_single_task_cpu_20261122-093000"
+
+
+def test_the_command_and_the_configs_load_without_torch():
+    # the papermill process of `comprl run` sits beside its kernel for the whole run: it must stay small
+    code = "import sys, comprl.cli, comprl.config, comprl.reproduce; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"

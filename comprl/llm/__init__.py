@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from comprl.accepted import ENGINES
 from comprl.llm.engine import Completion, GenerationEngine, HFEngine, SamplingParams
 from comprl.llm.loading import BUILTIN_MODELS, DTYPES, cache_dir, load_model, load_tokenizer, resolve_dtype
 from comprl.llm.scoring import token_logprobs
@@ -13,11 +14,6 @@ from comprl.llm.vllm_engine import VLLMEngine
 
 if TYPE_CHECKING:
     from comprl.config import ExperimentConfig
-
-ENGINES: tuple[str, ...] = ("hf", "vllm")
-"""Generation engines of the actor's rollouts (``RolloutConfig.engine``): ``hf``, :class:`HFEngine` (transformers
-``generate``, CPU or GPU) and ``vllm``, :class:`VLLMEngine` (vLLM on a CUDA GPU, the extra ``comprl[gpu]``)."""
-
 
 def make_engine(config: ExperimentConfig, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> GenerationEngine:
     """The actor's generation engine that ``config.rollout.engine`` names, over ``model``: the trainer's model

@@ -30,6 +30,7 @@ from transformers import (
 )
 from transformers.cache_utils import DynamicLayer
 
+from comprl.accepted import ADAPTER_DTYPES
 from comprl.llm.choice import ChoiceProcessor, ReplyChoices, choice_logprob
 
 logger = logging.getLogger(__name__)
@@ -111,10 +112,6 @@ def _contiguous_head_input(model: PreTrainedModel) -> Iterator[None]:
     finally:
         if hook is not None:
             hook.remove()
-
-
-ADAPTER_DTYPES = ("model", "float32")
-"""Accepted ``HFEngine.adapter_dtype`` (``OptimConfig.generation_adapter_dtype``) values."""
 
 
 @contextmanager

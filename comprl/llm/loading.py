@@ -34,6 +34,8 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedModel
 from transformers import PreTrainedTokenizerBase
 
+from comprl.accepted import DTYPES, TRAINER_BACKENDS
+
 SMOLLM2 = "smollm2-135m"
 GEMMA3 = "gemma3-270m"
 TINY_RANDOM = "tiny-random"
@@ -179,16 +181,6 @@ def tiny_random_config(vocab_size: int, layers: int = 2, width: int = 64) -> Lla
         rope_theta=100000.0,
     )
 
-
-DTYPES = ("float32", "bfloat16", "float16", "auto")
-"""Accepted ``dtype`` names; ``auto`` is resolved by :func:`resolve_dtype`."""
-
-AUTOCAST_DTYPES = ("bfloat16",)
-"""Accepted ``OptimConfig.autocast`` names (besides None). float16 would need loss scaling, which comprl lacks."""
-
-TRAINER_BACKENDS = ("hf", "unsloth")
-"""How a trained model is loaded and given its LoRA adapters: ``hf`` (transformers + peft) or ``unsloth``
-(``FastLanguageModel``, CUDA only, the extra ``comprl[gpu]``)."""
 
 UNSLOTH_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 """The projections unsloth puts LoRA adapters on: every linear layer of a Llama/Qwen decoder block, the same set
