@@ -104,7 +104,7 @@ def _contiguous_head_input(model: PreTrainedModel) -> Iterator[None]:
     does not fold such a 3-d input into one matrix product but broadcasts the head's weight over the batch, copying
     it once per row (16 rows x 576 x 49,152 for SmolLM2-135M: 0.9 GB in bfloat16) before a batched product. On a
     CPU that copy took 60% of a multi-turn rollout's time; the contiguous copy of the last positions costs nothing
-    and gives the same logits (benchmarks/cpu_step.py measures the rollout)."""
+    and gives the same logits (benchmarks/generation_overheads.py measures the rollout with and without it)."""
     head = model.get_output_embeddings()
     hook = None if head is None else head.register_forward_pre_hook(lambda module, args: (args[0].contiguous(), *args[1:]))
     try:
@@ -119,8 +119,8 @@ def _adapters_in_model_dtype(model: PreTrainedModel) -> Iterator[None]:
     """For the duration, a peft model's LoRA weights are held in the base model's dtype (bfloat16 beside a bfloat16
     base), as vLLM computes adapters; their float32 masters are put back afterwards, untouched. peft otherwise
     casts every layer's input to the adapters' float32 and multiplies there: on a CPU that makes SmolLM2-135M's
-    prefill 2.2x slower than with bfloat16 adapters (benchmarks/cpu_step.py). No-op for a model without adapters,
-    adapters already in the model's dtype, or a model loaded by unsloth (its own kernels pick their dtype).
+    prefill 2.2x slower than with bfloat16 adapters (benchmarks/generation_overheads.py). No-op for a model without
+    adapters, adapters already in the model's dtype, or a model loaded by unsloth (its own kernels pick their dtype).
     Generation never overlaps an update of the same model (the loop rolls out, then updates; the manager holds its
     engine lock for both), so the trainer never sees the cast copies."""
     from comprl.llm.loading import loaded_by_unsloth
