@@ -249,8 +249,13 @@ def write_report(profile: str, results: Path) -> Path:
 
 
 def _claims(root: Path) -> list[str]:
-    """One line per paper claim: the paper's number, ours where the notebook ran."""
-    out = ["| claim | paper | this run |", "|---|---|---|"]
+    """One line per paper claim: the paper's number, ours where the notebook ran, and ours minus the paper's."""
+    out = ["| claim | paper | this run | delta |", "|---|---|---|---|"]
+
+    def claim(text: str, reported: float | None, ours: float | None, fmt: str = "{:.2f}", unit: str = "") -> None:
+        shown = [("-" if v is None or pd.isna(v) else fmt.format(v) + unit) for v in (reported, ours)]
+        delta = "-" if "-" in shown else ("{:+" + fmt[2:]).format(ours - reported) + unit
+        out.append(f"| {text} | {shown[0]} | {shown[1]} | {delta} |")
 
     def read(notebook: str, name: str) -> pd.DataFrame | None:
         path = root / notebook / name
@@ -258,36 +263,35 @@ def _claims(root: Path) -> list[str]:
 
     single = read("01_single_task", "summary.csv")
     if single is not None and {"baseline", "comp_rl"} <= set(single["method"]):
-        by = single.set_index("method")
+        by = single.groupby("method").mean(numeric_only=True)  # one row per seed where there are several
         ratio = _ratio(by.loc["comp_rl", "success_after"], by.loc["baseline", "success_after"])
         fewer = _ratio(by.loc["baseline", "episode_length_after"], by.loc["comp_rl", "episode_length_after"])
-        out.append(f"| single task Room: comp_rl / baseline success | {paper.SINGLE_TASK_SPEEDUP}x | {ratio} |")
-        out.append(f"| single task Room: baseline / comp_rl actions per episode | {paper.FEWER_ACTIONS['room']}x | {fewer} |")
+        claim("single task Room: comp_rl / baseline success", paper.SINGLE_TASK_SPEEDUP, ratio, unit="x")
+        claim("single task Room: baseline / comp_rl actions per episode", paper.FEWER_ACTIONS["room"], fewer, unit="x")
     table = read("02_multitask", "table1_vs_paper.csv")
     if table is not None:
         for _, row in table.iterrows():
             if not pd.isna(row.get("paper_avg")):
-                out.append(f"| 3-task Table 1, {row['row']}: avg success | {row['paper_avg']:.2f} | {row['avg']:.2f} |")
+                claim(f"3-task Table 1, {row['row']}: avg success", row["paper_avg"], row["avg"])
     scaling = read("02_multitask", "task_scaling.csv")
     if scaling is not None:
         for _, row in scaling.iterrows():
-            reported = paper.TASK_SCALING_GAIN.get(int(row["tasks_trained"]))
-            shown = "-" if reported is None else f"{reported:+.3f}"
-            out.append(f"| task scaling, {int(row['tasks_trained'])} tasks: gain over baseline | {shown} | {row['gain']:+.3f} |")
+            tasks = int(row["tasks_trained"])
+            claim(f"task scaling, {tasks} tasks: gain over baseline", paper.TASK_SCALING_GAIN.get(tasks), row["gain"], "{:+.3f}")
     sizes = read("03_extractor_size", "summary.csv")
     if sizes is not None and len(sizes) >= 2 and "guided_success_after" in sizes:
         gain = sizes["guided_success_after"].iloc[-1] - sizes["guided_success_after"].iloc[0]
-        out.append(f"| larger extractor: avg success gain | {paper.LARGER_EXTRACTOR_GAIN:+.2f} | {gain:+.3f} |")
+        claim("larger extractor: avg success gain", paper.LARGER_EXTRACTOR_GAIN, gain, "{:+.3f}")
     latency = read("05_latency_analysis", "overhead.csv")
     if latency is not None and "rollout_ratio" in latency:
         ratios = latency.loc[latency["mode"] == "async", "rollout_ratio"]
         if not ratios.empty:
-            out.append(f"| background track: rollout time vs baseline | 0.98-1.00x | {ratios.min():.2f}-{ratios.max():.2f}x |")
+            out.append(f"| background track: rollout time vs baseline | 0.98-1.00x | {ratios.min():.2f}-{ratios.max():.2f}x | - |")
     return out if len(out) > 2 else ["No notebook results yet."]
 
 
-def _ratio(a: float, b: float) -> str:
-    return "n/a (baseline 0)" if not b else f"{a / b:.2f}x"
+def _ratio(a: float, b: float) -> float | None:
+    return None if not b else a / b
 
 
 def _setup(profile: str, configs: list[ExperimentConfig], times: dict[str, Any]) -> list[str]:

@@ -31,7 +31,8 @@ def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_pat
     assert not any((root / "06_bank_explorer").glob("*_seed*"))
     report = (results / "REPORT.md").read_text()
     assert "## 01_single_task" in report and "![learning_curve](smoke/01_single_task/learning_curve.png)" in report
-    assert "| single task Room: comp_rl / baseline success | 1.3x |" in report  # the paper's number beside ours
+    assert "| single task Room: comp_rl / baseline success | 1.30x | " in report  # the paper's number beside ours
+    assert report.count("| claim | paper | this run | delta |") == 1
     assert "Actor instruction, `comprl/Room-Ultimate-5x5-v0`" in report and "transformers " in report
     assert "## 02_multitask\n\nNot run." in report
     before = (root / "01_single_task" / "01_single_task.ipynb").stat().st_mtime
@@ -257,3 +258,15 @@ def test_benchmark_writes_a_file_the_planner_reads(tmp_path):
     assert throughput.device_kind == "cpu" and throughput.device.startswith("CPU: ") and throughput.model == "tiny-random"
     assert throughput.batch_size == 2 and throughput.train_tokens_per_s > 0 and throughput.note == "test"
     assert "expected step time from" in reproduce.dry_run("smoke", throughput=path)
+
+
+def test_each_claim_stands_next_to_the_papers_number_with_the_delta(tmp_path):
+    (tmp_path / "01_single_task").mkdir()
+    rows = "method,success_after,episode_length_after\nbaseline,0.5,4.0\ncomp_rl,0.25,5.0\nbaseline,0.7,4.0\ncomp_rl,0.35,5.0\n"
+    (tmp_path / "01_single_task" / "summary.csv").write_text(rows)
+    claims = reproduce._claims(tmp_path)
+    assert claims[0] == "| claim | paper | this run | delta |"
+    assert "| single task Room: comp_rl / baseline success | 1.30x | 0.50x | -0.80x |" in claims
+    assert "| single task Room: baseline / comp_rl actions per episode | 1.50x | 0.80x | -0.70x |" in claims
+    (tmp_path / "01_single_task" / "summary.csv").write_text("method,success_after,episode_length_after\nbaseline,0,4\ncomp_rl,0.1,5\n")
+    assert "| single task Room: comp_rl / baseline success | 1.30x | - | - |" in reproduce._claims(tmp_path)  # baseline 0
