@@ -190,8 +190,9 @@ class _Prefix:
     """What the engine keeps for one session: token ids and their keys/values in every layer."""
 
     ids: tuple[int, ...]
-    kv: torch.Tensor
-    """``[layers, 2 (key, value), kv_heads, len(ids), head_dim]`` on the model's device."""
+    kv: list[torch.Tensor | None]
+    """Per layer ``[2 (key, value), kv_heads, len(ids), head_dim]`` on the model's device; a layer is set to None
+    once it has been copied into a batch cache, so that its memory goes as the batch's comes."""
 
 
 @dataclass
@@ -320,14 +321,21 @@ class HFEngine:
         prefixes: list[_Prefix | None], reuse: list[int], width: int, device: torch.device
     ) -> DynamicCache:
         """A batch cache of ``width`` columns holding each row's first ``reuse[row]`` keys/values right-aligned
-        (columns to their left are zeros, masked out by the attention mask)."""
-        template = next(p.kv for p, n in zip(prefixes, reuse) if n > 0)
-        layers, _, heads, _, head_dim = template.shape
-        kv = torch.zeros((layers, 2, len(prefixes), heads, width, head_dim), dtype=template.dtype, device=device)
-        for row, (prefix, n) in enumerate(zip(prefixes, reuse)):
-            if n > 0:
-                kv[:, :, row, :, width - n :] = prefix.kv[:, :, :, :n]
-        return DynamicCache(ddp_cache_data=[(kv[layer, 0], kv[layer, 1]) for layer in range(layers)])
+        (columns to their left are zeros, masked out by the attention mask). Built a layer at a time, each prefix's
+        layer dropped once copied: the kept prefixes and the batch never both hold all layers."""
+        first = next(p.kv for p, n in zip(prefixes, reuse) if n > 0)
+        (_, heads, _, head_dim), dtype, count = first[0].shape, first[0].dtype, len(first)
+        del first
+        layers = []
+        for layer in range(count):
+            kv = torch.zeros((2, len(prefixes), heads, width, head_dim), dtype=dtype, device=device)
+            for row, (prefix, n) in enumerate(zip(prefixes, reuse)):
+                if n > 0:
+                    kv[:, row, :, width - n :] = prefix.kv[layer][:, :, :n]
+                if prefix is not None:
+                    prefix.kv[layer] = None
+            layers.append((kv[0], kv[1]))
+        return DynamicCache(ddp_cache_data=layers)
 
     def _keep_prefixes(
         self,
@@ -339,7 +347,8 @@ class HFEngine:
         steps: int,
     ) -> None:
         """Store each row's valid keys/values (prompt, then its reply up to the last sampled token, whose
-        keys/values were never computed) under its session key."""
+        keys/values were never computed) under its session key, a layer at a time, each batch layer released once
+        copied (the caller holds no other reference to the cache)."""
         layers = getattr(cache, "layers", None)
         if not isinstance(cache, DynamicCache) or not layers or any(type(layer) is not DynamicLayer for layer in layers):
             logger.warning("prefix KV cache disabled: %s's cache is not made of plain DynamicLayers", type(self.model).__name__)
@@ -347,15 +356,16 @@ class HFEngine:
             return
         if any(layer.keys.shape[-2] != width + steps - 1 for layer in layers):  # not the layout assumed below
             return
-        _, heads, _, head_dim = layers[0].keys.shape
-        for row, (key, prompt, completion) in enumerate(zip(sessions, prompts, completions)):
+        spans = []
+        for prompt, completion in zip(prompts, completions):
             generated = min(len(completion.token_ids), steps - 1)
-            begin, end = width - len(prompt), width + generated
-            kv = layers[0].keys.new_empty((len(layers), 2, heads, end - begin, head_dim))
-            for index, layer in enumerate(layers):
-                kv[index, 0].copy_(layer.keys[row, :, begin:end])
-                kv[index, 1].copy_(layer.values[row, :, begin:end])
-            self._prefixes[key] = _Prefix(tuple(prompt) + tuple(completion.token_ids[:generated]), kv)
+            spans.append((width - len(prompt), width + generated, tuple(prompt) + tuple(completion.token_ids[:generated])))
+        kept = [_Prefix(ids, []) for _, _, ids in spans]
+        for layer in layers:
+            for row, ((begin, end, _), prefix) in enumerate(zip(spans, kept)):
+                prefix.kv.append(torch.stack((layer.keys[row, :, begin:end], layer.values[row, :, begin:end])))
+            layer.keys = layer.values = None  # this layer's batch memory goes now, not after the last layer
+        self._prefixes.update(zip(sessions, kept))
 
     def _stop_criteria(self, stop: tuple[str, ...]) -> StoppingCriteriaList:
         """Stop-string criteria, built once per stop tuple (building one scans the whole vocabulary, ~1 s)."""
