@@ -45,14 +45,17 @@ DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
     "micro_batch_2": {"actor.micro_batch_size": 2, "extractor.micro_batch_size": 2},
     "micro_batch_4": {"actor.micro_batch_size": 4, "extractor.micro_batch_size": 4},
     "float32_adapters": {"actor.generation_adapter_dtype": "float32", "extractor.generation_adapter_dtype": "float32"},
+    "onednn_cache_1024": {"env.ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"},
 }
 """Name -> config overrides: the cpu profile as it is (``dtype="auto"``: bfloat16 on CPUs that multiply it in hardware,
 float32 elsewhere; gradient checkpointing; micro-batches of 1; LoRA adapters computed in the model's dtype when
-generating), and its levers."""
+generating; oneDNN's kernel cache at 64 shapes, :mod:`comprl.llm`), and its levers. ``env.NAME`` sets an
+environment variable in the variant's process before torch starts."""
 
 
 def measure(overrides: dict[str, Any], steps: int, threads: int | None) -> dict[str, float]:
     """One variant, in this (fresh) process."""
+    overrides = _set_environment(overrides)
     import torch
 
     from comprl.config import make_config
@@ -86,6 +89,7 @@ def measure(overrides: dict[str, Any], steps: int, threads: int | None) -> dict[
 def full_update(overrides: dict[str, Any], sequence_tokens: float, action_tokens: float, threads: int | None) -> dict[str, float]:
     """One actor update on a step's worth of synthetic sequences, all with a non-zero advantage, in this (fresh)
     process: its seconds and how much it grows the resident memory of a process holding the actor."""
+    overrides = _set_environment(overrides)
     import torch
 
     from comprl.config import make_config
@@ -117,6 +121,16 @@ def full_update(overrides: dict[str, Any], sequence_tokens: float, action_tokens
         "full_update_s": time.perf_counter() - started,
         "update_rss_gb": _peak_gb() - before,
     }
+
+
+def _set_environment(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Put a variant's ``env.NAME`` entries into this (fresh) process's environment; return the config overrides."""
+    import os
+
+    for key, value in overrides.items():
+        if key.startswith("env."):
+            os.environ[key.removeprefix("env.")] = str(value)
+    return {key: value for key, value in overrides.items() if not key.startswith("env.")}
 
 
 def _peak_gb() -> float:
