@@ -12,6 +12,7 @@ played in the env: the answer is the next observation, context like any other, a
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
@@ -118,6 +119,10 @@ def search_query(reply: str) -> str | None:
     return None if start < 0 else reply[start + len(SEARCH_OPEN) : close].strip()
 
 
+PLACEHOLDER = re.compile(r"\[<[^<>\[\]]+>\]")
+"""A placeholder the model fills in, ``[<your query>]``; WebShop's ``click[< prev]`` is a plain action."""
+
+
 @dataclass
 class _Choices:
     """Constrained choice for a rollout: the admissible replies of each action list, tokenised once."""
@@ -137,10 +142,10 @@ class _Choices:
                 closing.append(self.fmt.encode(SEARCH_CLOSE))
             for action in admissible:
                 text = self._strip_prefix(f"{ANSWER_OPEN}{action}{ANSWER_CLOSE}")
-                placeholder = text.find("[<")  # e.g. WebShop's search[<your query>]: the query is free text
-                if placeholder >= 0:
-                    free.append(self.fmt.encode(text[: placeholder + 1]))
-                    closing.append(self.fmt.encode(text[text.index(">", placeholder) + 1 :]))
+                placeholder = PLACEHOLDER.search(text)  # WebShop's search[<your query>]: the query is free text
+                if placeholder is not None:
+                    free.append(self.fmt.encode(text[: placeholder.start() + 1]))
+                    closing.append(self.fmt.encode(text[placeholder.end() - 1 :]))
                     continue
                 replies.append(self.fmt.encode(text))
             # free text gets the reply cap, and at least a few tokens when its branch alone fills the cap

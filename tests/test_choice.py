@@ -90,6 +90,20 @@ def test_constrained_log_probs_are_renormalised_and_the_trainer_recomputes_them(
     assert abs(metrics["ratio_mean"] - 1.0) < 1e-4 and metrics["clip_fraction"] == 0.0
 
 
+def test_only_a_bracketed_placeholder_is_free_text(fresh):
+    from comprl.chat import ChatFormat
+    from comprl.rollout import _Choices
+
+    _, tokenizer, _ = fresh
+    fmt = ChatFormat.from_tokenizer(tokenizer)
+    choices = _Choices(fmt, ANSWER_OPEN, 12, False)(["search[<your query>]", "click[< prev]", "click[next >]"])
+    assert len(choices.free) == 1  # WebShop's "< prev" button is an action, not a placeholder
+    ((prefix, closing),) = choices.free.items()
+    assert tokenizer.decode(list(prefix)) == "search[" and tokenizer.decode(list(closing)) == f"]{ANSWER_CLOSE}"
+    prev = fmt.encode(f"click[< prev]{ANSWER_CLOSE}")  # a whole admissible reply: constrained to its last token
+    assert all(choices.allowed(prev[:end]) is not None for end in range(len(prev)))
+
+
 def test_a_placeholder_is_the_models_free_text_closed_into_a_valid_action(fresh):
     _, tokenizer, engine = fresh
     # a random model at a high temperature never closes its query on its own within 12 tokens
