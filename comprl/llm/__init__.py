@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
-# oneDNN, behind torch's CPU matrix products, keeps a compiled kernel per shape it meets, up to 1,024 by default. A
-# rollout's shapes change every turn, and those kernels held ~0.35 GB of the cpu demo's 3.44 GB peak after 4 steps
-# of two runs (notebook 01's code, in-process); 64 of them keep the step times, 16 made updates ~30% slower. Read by
-# oneDNN once, at its first kernel: set it before any CPU matrix product to take another value.
-os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "64")
+from comprl.llm import allocator
+
+allocator.apply()  # before torch's first CPU kernel and large allocation
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
