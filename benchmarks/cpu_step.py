@@ -46,13 +46,14 @@ DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
     "micro_batch_4": {"actor.micro_batch_size": 4, "extractor.micro_batch_size": 4},
     "float32_adapters": {"actor.generation_adapter_dtype": "float32", "extractor.generation_adapter_dtype": "float32"},
     "onednn_cache_1024": {"env.ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"},
-    "malloc_threshold_32m": {"env.MALLOC_MMAP_THRESHOLD_": 32 * 2**20},
+    "no_malloc_trim": {"env.COMPRL_MALLOC_TRIM": "0"},
 }
 """Name -> config overrides: the cpu profile as it is (``dtype="auto"``: bfloat16 on CPUs that multiply it in hardware,
 float32 elsewhere; gradient checkpointing; micro-batches of 1; LoRA adapters computed in the model's dtype when
-generating; oneDNN's kernel cache at 64 shapes and glibc's mmap threshold pinned at 128 KiB,
-:mod:`comprl.llm.allocator`), and its levers (``malloc_threshold_32m``: pinned where glibc's own rule takes it). ``env.NAME`` sets an
-environment variable in the variant's process before torch starts."""
+generating; oneDNN's kernel cache at 64 shapes and free heap pages handed back after each generation batch and
+update, :mod:`comprl.llm.allocator`), and its levers. ``env.NAME`` sets an environment variable in the variant's
+process before comprl and torch start (too late for those a C library reads at process start, such as glibc's
+``MALLOC_*``)."""
 
 
 def measure(overrides: dict[str, Any], steps: int, threads: int | None) -> dict[str, float]:

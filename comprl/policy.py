@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel
 
+from comprl.llm.allocator import release_free_memory
 from comprl.llm.loading import UNSLOTH_TARGET_MODULES, loaded_by_unsloth, unsloth_fast_language_model
 from comprl.llm.scoring import token_logprobs
 from comprl.config import OptimConfig
@@ -224,6 +225,7 @@ class PolicyTrainer:
                     for param, master in self._low_precision:
                         param.copy_(master)
         self.model.eval()
+        release_free_memory()  # the update's activations and gradients, freed into the heap
         metrics["advantage_abs_mean"] = float(advantages.abs().mean()) if len(advantages) else 0.0
         metrics["update_seconds"] = time.perf_counter() - started
         return metrics

@@ -11,7 +11,7 @@ from conftest import pack
 from peft import LoraConfig, get_peft_model
 
 from comprl.chat import ChatFormat
-from comprl.llm import HFEngine, SamplingParams, load_model, token_logprobs
+from comprl.llm import HFEngine, SamplingParams, load_model, sharing_weights, token_logprobs
 from comprl.policy import pad_batch
 
 
@@ -255,26 +255,44 @@ def test_gemma3_without_its_package_names_the_extra_to_install(tmp_path, monkeyp
 
 _FREED_AFTER_FRAGMENTING = """
 import sys, torch
-if sys.argv[1] == "comprl":
-    import comprl.llm  # noqa: F401
+from comprl.llm.allocator import release_free_memory
 def resident():
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * 4096
 x = torch.ones(4 * 2**20); del x  # a freed 16 MiB block: glibc's dynamic mmap threshold climbs past 1 MiB
-blocks = [torch.ones(2**18) for _ in range(200)]  # 200 MiB in 1 MiB blocks
+blocks = [torch.ones(2**18) for _ in range(200)]  # 200 MiB in 1 MiB blocks, from the heap
 before = resident()
 del blocks[:-1]  # the last one stays, as a live tensor above the freed ones would in a rollout
+if sys.argv[1] == "release":
+    release_free_memory()
 print((before - resident()) / 2**20)
 """
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
-def test_importing_comprl_llm_lets_freed_large_tensors_go_back_to_the_system():
+def test_freed_heap_pages_go_back_to_the_system_unless_trimming_is_off(monkeypatch):
     import subprocess
 
     def freed_mib(mode: str) -> float:
         out = subprocess.run([sys.executable, "-c", _FREED_AFTER_FRAGMENTING, mode], capture_output=True, text=True, check=True)
         return float(out.stdout)
 
-    assert freed_mib("plain") < 50  # glibc's default: the freed 1 MiB blocks stay in the heap
-    assert freed_mib("comprl") > 150
+    assert freed_mib("keep") < 50  # glibc keeps the freed 1 MiB blocks in its heap
+    assert freed_mib("release") > 150
+    monkeypatch.setenv("COMPRL_MALLOC_TRIM", "0")
+    assert freed_mib("release") < 50
+
+
+def test_a_model_sharing_weights_has_the_same_tensors_and_adapters_of_its_own():
+    model, _ = load_model("tiny-random", seed=0)
+    other = sharing_weights(model)
+    own = dict(model.named_parameters())
+    assert other is not model and all(p is own[name] for name, p in other.named_parameters())
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.no_grad():
+        base = model(ids).logits
+    trained = get_peft_model(model, LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False))  # B != 0
+    fresh = get_peft_model(other, LoraConfig(r=4, target_modules="all-linear"))  # B = 0: the base's outputs
+    with torch.no_grad():
+        assert not torch.allclose(trained(ids).logits, base)
+        assert torch.equal(fresh(ids).logits, base)  # the other tree's adapters did not reach this one

@@ -15,6 +15,7 @@ import textwrap
 import threading
 import time
 
+import pandas as pd
 import pytest
 import torch
 
@@ -22,7 +23,7 @@ from comprl.config import make_config
 from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
 from comprl.experience.episode import Episode, Outcome
 from comprl.experience.manager import ExperienceManager, queue_path
-from comprl.llm import HFEngine, load_model
+from comprl.llm import HFEngine, load_model, sharing_weights
 from comprl.trainers.actor import ActorTrainer
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"
@@ -214,6 +215,54 @@ def test_shared_weights_are_refused_where_they_cannot_be_shared(tmp_path):
     actor = ActorTrainer(model, tokenizer.pad_token_id)
     with pytest.raises(ValueError, match="which this config leaves off"):
         ExperienceManager(config(), tmp_path / "bank.duckdb", actor=actor, actor_engine=HFEngine(model, tokenizer))
+
+
+def test_the_extractor_shares_the_actors_frozen_base_only_where_results_cannot_change():
+    cpu = make_config("cpu", method="comp_rl")
+    assert cpu.extractor_shares_base  # SmolLM2 twice, both LoRA, in-process
+    assert make_config("cpu", method="exp_only", **{"extractor.lora_rank": 16}).extractor_shares_base  # a frozen actor
+    for unshared in (
+        {"extractor.share_base": False},
+        {"experience.mode": "async"},  # the manager in another process
+        {"actor.lora_rank": 0},  # a full fine-tune trains the base
+        {"extractor.lora_rank": 0},
+        {"extractor.model": "tiny-random"},
+        {"extractor.share_actor": True},  # one model, not two
+    ):
+        assert not make_config("cpu", method="comp_rl", **unshared).extractor_shares_base, unshared
+    assert not make_config("cpu", method="baseline").extractor_shares_base
+    assert not config(**{"actor.lora_rank": 4, "extractor.lora_rank": 4}).extractor_shares_base  # tiny-random: seeded apart
+
+
+def test_a_run_whose_extractor_shares_the_actors_base_logs_what_a_run_with_two_copies_logs(tmp_path, monkeypatch):
+    from conftest import make_rewarding_even_replies
+
+    from comprl.envs import mixture
+    from comprl.llm import load_tokenizer
+    from comprl.trainers import loop
+
+    model, _ = load_model("tiny-random", seed=0)  # saved, so that actor and extractor load the same weights
+    model.save_pretrained(tmp_path / "model")
+    load_tokenizer("tiny-random").save_pretrained(tmp_path / "model")
+    monkeypatch.setattr(mixture, "make", make_rewarding_even_replies)  # non-zero advantages: both models train
+    shared = []
+    monkeypatch.setattr(loop, "sharing_weights", lambda m: shared.append(m) or sharing_weights(m))
+
+    def rows(share: bool):
+        run = loop.run_experiment(config(**{
+            "model": str(tmp_path / "model"), "extractor.model": str(tmp_path / "model"), "steps": 3, "eval_episodes": 2,
+            "actor.lora_rank": 4, "extractor.lora_rank": 4, "extractor.share_base": share, "extractor.buffer_size": 2,
+            "extractor.invalid_reward": None,
+        }), tmp_path / "runs", name=f"share_{share}", progress=False)
+        metrics = run.metrics()
+        return metrics[[c for c in metrics.columns if not any(t in c for t in ("seconds", "per_second", "_ms_"))]]
+
+    separate = rows(False)
+    assert shared == []
+    together = rows(True)
+    assert len(shared) == 1
+    assert separate["actor_trained_sequences"].sum() > 0 and separate["extractor_updates"].max() > 0
+    pd.testing.assert_frame_equal(separate, together)
 
 
 def test_backpressure_with_a_slow_extractor_keeps_submit_fast_and_counts_what_it_drops(tmp_path):

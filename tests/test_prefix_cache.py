@@ -9,6 +9,9 @@ from conftest import pack
 from comprl.chat import ChatFormat
 from comprl.llm import HFEngine, SamplingParams, load_model
 
+# transformers 5.24 renamed generate()'s past_key_values to cache and warns at every call given the old name
+pytestmark = pytest.mark.filterwarnings("error:`past_key_values`:FutureWarning")
+
 
 @pytest.fixture(scope="module")
 def sharp():

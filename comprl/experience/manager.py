@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
+from transformers import PreTrainedModel
 
 from comprl import console
 from comprl.config import TRAINS_EXTRACTOR, ExperimentConfig
@@ -45,7 +46,7 @@ from comprl.experience.bank import Embedder, Entry, ExperienceBank, Hit
 from comprl.experience.episode import Episode, Outcome
 from comprl.experience.trainer import ExtractorSample, ExtractorTrainer
 from comprl.experience.track import ExperienceTrack
-from comprl.llm import HFEngine, load_model, resolve_dtype
+from comprl.llm import HFEngine, load_model, load_tokenizer, resolve_dtype
 from comprl.policy import PolicyTrainer
 
 _SEED_IN_SOURCE = re.compile(r"/seed(-?\d+)$")
@@ -84,6 +85,8 @@ class ExperienceManager:
             tokenizer of ``actor_engine``, and its CISPO trainer updates the actor's weights with an optimiser of
             its own (:class:`~comprl.policy.PolicyTrainer`, ``weights_of``); after each extractor update the actor's
             engine drops its prefix cache too. Sync only: the actor and the extractor take turns in one process.
+        model: the extractor's model, loaded by the caller (with ``extractor.share_base``, a copy of the actor's
+            module tree over its frozen base weights, :func:`comprl.llm.sharing_weights`); loaded here when None.
     """
 
     def __init__(
@@ -97,6 +100,7 @@ class ExperienceManager:
         checkpoint: str | Path | None = None,
         actor: PolicyTrainer | None = None,
         actor_engine: HFEngine | None = None,
+        model: PreTrainedModel | None = None,
     ) -> None:
         exp = config.experience
         if background and exp.manager_cores:
@@ -125,6 +129,8 @@ class ExperienceManager:
             model, tokenizer = actor.model, actor_engine.tokenizer
         elif actor is not None or actor_engine is not None:
             raise ValueError("actor= and actor_engine= are for extractor.share_actor=True, which this config leaves off")
+        elif model is not None:  # loaded by the caller, e.g. over the actor's frozen base (extractor.share_base)
+            tokenizer = load_tokenizer(config.extractor.model)
         else:
             dtype = resolve_dtype(config.dtype, device)
             model, tokenizer = load_model(
@@ -746,13 +752,16 @@ Manager = ExperienceManager | RayExperienceManager
 
 def connect(
     config: ExperimentConfig, bank_path: str | Path, *, device: str = "cpu", checkpoint: str | Path | None = None,
-    actor: PolicyTrainer | None = None, actor_engine: HFEngine | None = None,
+    actor: PolicyTrainer | None = None, actor_engine: HFEngine | None = None, model: PreTrainedModel | None = None,
 ) -> Manager:
     """The experience manager of a run, hosted as ``config.experience.mode`` says, continuing from ``checkpoint``
     (a folder :meth:`ExperienceManager.save_checkpoint` wrote) when given. ``actor`` and ``actor_engine``: the
-    actor's trainer and engine, for ``extractor.share_actor`` (in-process only, see :class:`ExperienceManager`)."""
+    actor's trainer and engine, for ``extractor.share_actor``; ``model``: the extractor's model, loaded by the
+    caller (``extractor.share_base``); all three in-process only (see :class:`ExperienceManager`)."""
     if config.experience.mode == "async":
-        if actor is not None or actor_engine is not None:
+        if actor is not None or actor_engine is not None or model is not None:
             raise ValueError("the actor's model cannot be handed to a manager in another process (experience.mode='async')")
         return RayExperienceManager(config, bank_path, device=device, checkpoint=checkpoint)
-    return ExperienceManager(config, bank_path, device=device, checkpoint=checkpoint, actor=actor, actor_engine=actor_engine)
+    return ExperienceManager(
+        config, bank_path, device=device, checkpoint=checkpoint, actor=actor, actor_engine=actor_engine, model=model
+    )

@@ -1,18 +1,14 @@
-"""Two process-wide memory settings for CPU runs, applied once when :mod:`comprl.llm` is imported. A value the user
-set in the environment wins over both.
+"""Keeping a CPU run's resident memory near what it uses: glibc's free heap pages handed back after each
+generation batch and each update (oneDNN's kernel cache, the other lever, is capped in :mod:`comprl.llm`).
 
-- oneDNN, behind torch's CPU matrix products, keeps a compiled kernel per shape it meets, up to 1,024 by default. A
-  rollout's shapes change every turn, and those kernels held ~0.35 GB of the cpu demo's 3.44 GB peak after 4 steps
-  of two runs (notebook 01's code, in-process); 64 of them keep the step times, 16 made updates ~30% slower. oneDNN
-  reads ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` once, at its first kernel.
-- glibc's malloc gives a block above its mmap threshold (128 KiB) pages of its own and returns them on free, but it
-  raises that threshold, up to 32 MiB, each time such a block is freed. After the first turns of a rollout, its KV
-  caches, logits and activations come from the heap, whose freed holes the process keeps. One cpu comp_rl step in
-  one process (RSS sampled at 20 Hz): resident memory grew from 1.15 to 2.33 GB and peaked at 2.36 GB; with the
-  threshold pinned at 128 KiB (``mallopt(M_MMAP_THRESHOLD)``, what ``MALLOC_MMAP_THRESHOLD_=131072`` does) it grew
-  to 1.60 GB and peaked at 1.90 GB. Steps took as long: 18.9 vs 19.2 s side by side in ``benchmarks/cpu_step.py``,
-  whose variant ``malloc_threshold_32m`` pins the threshold where glibc's rule ends. glibc only (Linux); elsewhere,
-  or with ``MALLOC_MMAP_THRESHOLD_`` set, nothing changes.
+- glibc's malloc gives a block above its mmap threshold pages of its own, returned on free, but it raises that
+  threshold (from 128 KiB up to 32 MiB) each time such a block is freed. After a rollout's first turns, its KV
+  caches, logits and activations come from the heap, whose freed pages the process keeps. In one cpu comp_rl step
+  with its four evaluations, in one process, resident memory grew from 1.15 GB (models loaded) to 2.31 GB;
+  ``malloc_trim`` after each generation batch and each update (:func:`release_free_memory`) kept it at 1.78 GB.
+  Pinning the threshold at 128 KiB instead (``MALLOC_MMAP_THRESHOLD_=131072``) kept it lower (1.60 GB) but doubled
+  the time of an evaluation, spent in the kernel mapping and zeroing fresh pages (60 vs 29 s; the trims: 30 s).
+  ``COMPRL_MALLOC_TRIM=0`` turns the trims off (``benchmarks/cpu_step.py``, variant ``no_malloc_trim``).
 """
 
 from __future__ import annotations
@@ -21,20 +17,23 @@ import ctypes
 import os
 import sys
 
-ONEDNN_CACHE_CAPACITY = 64
-"""Kernels oneDNN keeps (``ONEDNN_PRIMITIVE_CACHE_CAPACITY``; its default: 1,024)."""
-MMAP_THRESHOLD = 128 * 1024
-"""Bytes from which glibc's malloc gives a block pages of its own, pinned (glibc's starting value, then dynamic)."""
-_M_MMAP_THRESHOLD = -3  # mallopt's parameter number, from glibc's malloc.h
+
+def _glibc() -> ctypes.CDLL | None:
+    """The C library when it is glibc and trimming is on (``COMPRL_MALLOC_TRIM`` is not ``0``), else None."""
+    if not sys.platform.startswith("linux") or os.environ.get("COMPRL_MALLOC_TRIM", "1") == "0":
+        return None
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim  # noqa: B018 - glibc's, absent from musl
+    except (OSError, AttributeError):
+        return None
+    return libc
 
 
-def apply() -> None:
-    """Set both, unless the environment already chose."""
-    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(ONEDNN_CACHE_CAPACITY))
-    if sys.platform.startswith("linux") and "MALLOC_MMAP_THRESHOLD_" not in os.environ:
-        try:
-            libc = ctypes.CDLL("libc.so.6")
-            libc.gnu_get_libc_version  # glibc only: musl has a mallopt that ignores this parameter
-        except (OSError, AttributeError):
-            return
-        libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+_LIBC = _glibc()
+
+
+def release_free_memory() -> None:
+    """Hand the heap's free pages back to the system (glibc's ``malloc_trim``; nothing elsewhere or when off)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)

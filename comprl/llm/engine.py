@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Hashable, Iterator, Protocol, Sequence
 
 import torch
@@ -29,11 +29,17 @@ from transformers import (
     StopStringCriteria,
 )
 from transformers.cache_utils import DynamicLayer
+from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from comprl.accepted import ADAPTER_DTYPES
+from comprl.llm.allocator import release_free_memory
 from comprl.llm.choice import ChoiceProcessor, ReplyChoices, choice_logprob
 
 logger = logging.getLogger(__name__)
+
+CACHE_ARGUMENT = "cache" if "cache" in {f.name for f in fields(GenerateDecoderOnlyOutput)} else "past_key_values"
+"""What ``generate()`` calls the KV cache, as an argument and in its output: ``cache`` since transformers 5.24,
+which warns at every call given the older ``past_key_values``."""
 
 
 @dataclass(frozen=True)
@@ -412,7 +418,7 @@ class HFEngine:
         started = time.perf_counter()
         was_training = self.model.training
         self.model.eval()
-        extra = {} if past_key_values is None else {"past_key_values": past_key_values}
+        extra = {} if past_key_values is None else {CACHE_ARGUMENT: past_key_values}
         if choices is not None and any(c is not None for c in choices):
             extra["logits_processor"] = LogitsProcessorList([ChoiceProcessor(choices, width)])
         adapters = _adapters_in_model_dtype(self.model) if self.adapter_dtype == "model" else nullcontext()
@@ -438,8 +444,9 @@ class HFEngine:
             if choice is not None:
                 self._renormalise(completion, choice, logits[row], params.logprob_temperature)
         if sessions is not None and self._prefix_supported:
-            self._keep_prefixes(result.past_key_values, sessions, prompts, completions, width, new_tokens.shape[1])
+            self._keep_prefixes(getattr(result, CACHE_ARGUMENT), sessions, prompts, completions, width, new_tokens.shape[1])
         del result
+        release_free_memory()  # this batch's caches and logits, freed into the heap
         self.stats["generated_tokens"] += sum(len(c.token_ids) for c in completions)
         self.stats["seconds"] += time.perf_counter() - started
         return completions

@@ -21,8 +21,10 @@ anything else
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.util
+import itertools
 import json
 import os
 import sys
@@ -251,6 +253,14 @@ def load_model(
         model, tokenizer = _load_pretrained(name_or_path, dtype)
     model.eval()
     return model.to(device), tokenizer
+
+
+def sharing_weights(model: PreTrainedModel) -> PreTrainedModel:
+    """A second model over ``model``'s very tensors: a new module tree whose parameters and buffers are
+    ``model``'s own (nothing copied), to carry LoRA adapters of its own over one frozen base. Take it before
+    adapters go into either tree; neither may then train the base weights."""
+    own = {id(tensor): tensor for tensor in itertools.chain(model.parameters(), model.buffers())}
+    return copy.deepcopy(model, memo=own)
 
 
 def _load_pretrained(name_or_path: str, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

@@ -18,6 +18,7 @@ from typing import Callable, Mapping, Sequence
 import gymnasium
 import numpy as np
 import torch
+from transformers import PreTrainedModel
 
 from comprl import checkpoint, console
 from comprl.config import TRAINS_ACTOR, ExperimentConfig
@@ -25,7 +26,7 @@ from comprl.envs.base import EVAL_SEED_OFFSET  # evaluation plays seeds EVAL_SEE
 from comprl.envs.mixture import task_name
 from comprl.experience.episode import Outcome
 from comprl.experience.manager import Manager, connect
-from comprl.llm import HFEngine, load_model, make_engine, resolve_dtype
+from comprl.llm import HFEngine, load_model, make_engine, resolve_dtype, sharing_weights
 from comprl.rollout import Trajectory, retrieval_query, run_episodes, summarize
 from comprl.runs import Run
 from comprl.trainers.actor import ActorTrainer
@@ -164,9 +165,11 @@ def run_experiment(
     dtype = resolve_dtype(config.dtype, device)
     model, tokenizer = load_model(config.model, dtype=dtype, device=device, seed=config.seed, backend=config.actor.backend)
     say.info("%s on %s in %s", config.model, device, str(dtype).removeprefix("torch."))
+    extractor_model = sharing_weights(model) if config.extractor_shares_base else None  # before the actor's adapters
     actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor) if TRAINS_ACTOR[config.method] else None
     engine = make_engine(config, actor.model if actor else model, tokenizer)
-    manager = _experience_manager(config, run, device, resumed, actor, engine) if config.uses_experience else None
+    manager = _experience_manager(config, run, device, resumed, actor, engine, extractor_model) if config.uses_experience else None
+    del extractor_model
     workers = None
     try:
         if config.rollout_workers:
@@ -304,11 +307,12 @@ def evaluate_trained(run: Run | str | Path, episodes: int | None = None, progres
 
 def _experience_manager(
     config: ExperimentConfig, run: Run, device: torch.device, resumed: checkpoint.Checkpoint | None,
-    actor: ActorTrainer | None, engine: HFEngine,
+    actor: ActorTrainer | None, engine: HFEngine, extractor_model: PreTrainedModel | None,
 ) -> Manager:
     """The experience side of the run, on the run's bank file: a copy of ``bank.init_from`` when given, the
-    checkpoint's bank when resuming; handed the actor's trainer and engine with ``extractor.share_actor``."""
-    shared = {"actor": actor, "actor_engine": engine} if config.extractor.share_actor else {}
+    checkpoint's bank when resuming; handed the actor's trainer and engine with ``extractor.share_actor``, and
+    ``extractor_model`` when the caller loaded it (``extractor.share_base``)."""
+    shared = {"actor": actor, "actor_engine": engine} if config.extractor.share_actor else {"model": extractor_model}
     if resumed is not None:
         return connect(config, run.bank_path, device=str(device), checkpoint=resumed.experience, **shared)
     if config.bank.init_from is not None:
