@@ -47,11 +47,12 @@ DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
     "float32_adapters": {"actor.generation_adapter_dtype": "float32", "extractor.generation_adapter_dtype": "float32"},
     "onednn_cache_1024": {"env.ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"},
     "no_malloc_trim": {"env.COMPRL_MALLOC_TRIM": "0"},
+    "no_share_base": {"extractor.share_base": False},
 }
 """Name -> config overrides: the cpu profile as it is (``dtype="auto"``: bfloat16 on CPUs that multiply it in hardware,
 float32 elsewhere; gradient checkpointing; micro-batches of 1; LoRA adapters computed in the model's dtype when
-generating; oneDNN's kernel cache at 64 shapes and free heap pages handed back after each generation batch and
-update, :mod:`comprl.llm.allocator`), and its levers. ``env.NAME`` sets an environment variable in the variant's
+generating; the extractor over the actor's frozen base weights; oneDNN's kernel cache at 64 shapes and free heap
+pages handed back after each generation batch and update, :mod:`comprl.llm.allocator`), and its levers. ``env.NAME`` sets an environment variable in the variant's
 process before comprl and torch start (too late for those a C library reads at process start, such as glibc's
 ``MALLOC_*``)."""
 
