@@ -12,7 +12,8 @@ notebooks with that parameter (01-04), which then make that many runs at once, e
 (:func:`comprl.run_experiments`). A run whose exact config was trained before is copied, not trained again: the
 committed reference runs (:data:`REFERENCE_RUNS`: at the cpu profile they are 01's runs) and earlier notebooks'
 runs (02's single-task runs, 03's smaller extractor and 04's plain comp_rl are 01's). Wall times go into
-``results/<profile>/reproduce.json``; the report puts every table next to the paper's numbers (:mod:`comprl.paper`)
+``results/<profile>/reproduce.json``, summed over the calls that executed a notebook (a call killed mid-notebook
+keeps its time to the last minute; the time between calls is not counted); the report puts every table next to the paper's numbers (:mod:`comprl.paper`)
 and lists profile, seeds, models, prompts and package versions.
 """
 
@@ -21,12 +22,14 @@ from __future__ import annotations
 import ast
 import json
 import platform
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 
@@ -169,15 +172,53 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
             params["reuse"] = [str(results / folder) for folder in REFERENCE_RUNS.get(profile, [])] + [
                 str(root / earlier.notebook) for earlier in STEPS[: STEPS.index(step)]
             ]
+        entry = done.setdefault(step.notebook, {})
+        earlier = 0.0 if force else entry.get("seconds", 0.0)  # an unfinished notebook's wall time before this call
+        entry.pop("finished", None)
         started = time.perf_counter()
-        run_notebook(step.notebook, profile, params, root / step.notebook)
-        done[step.notebook] = {
-            "seconds": round(time.perf_counter() - started, 1),
-            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            **({"jobs": jobs} if "jobs" in params else {}),
-        }
-        log_path.write_text(json.dumps(done, indent=2) + "\n")
+        lock = threading.Lock()
+
+        def record(finished: bool = False) -> None:
+            with lock:
+                entry["seconds"] = round(earlier + time.perf_counter() - started, 1)
+                if finished:
+                    entry["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+                    entry.update({"jobs": jobs} if "jobs" in params else {})
+                tmp = log_path.with_name(f"{log_path.name}.tmp")
+                tmp.write_text(json.dumps(done, indent=2) + "\n")
+                tmp.replace(log_path)
+
+        with _every(CLOCK_SECONDS, record):
+            try:
+                run_notebook(step.notebook, profile, params, root / step.notebook)
+            except BaseException:
+                record()
+                raise
+        record(finished=True)
     return write_report(profile, results)
+
+
+CLOCK_SECONDS = 60.0
+"""How often a running notebook's wall time is written to ``reproduce.json``: a reproduction killed and resumed
+(across sessions, say) adds each call's time to the notebook's, losing at most this much per kill."""
+
+
+@contextmanager
+def _every(seconds: float, call: Callable[[], None]) -> Iterator[None]:
+    """Call ``call`` every ``seconds`` in a daemon thread while the block runs."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(seconds):
+            call()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def dry_run(profile: str, throughput: Path | None = None, throughput_dir: Path | None = None) -> str:
@@ -235,7 +276,8 @@ def write_report(profile: str, results: Path) -> Path:
             lines += ["Not run.", ""]
             continue
         if step.notebook in times:
-            lines += [f"Wall time: {times[step.notebook]['seconds'] / 60:.1f} min.", ""]
+            unfinished = "" if times[step.notebook].get("finished") else " so far (not finished)"
+            lines += [f"Wall time: {times[step.notebook]['seconds'] / 60:.1f} min{unfinished}.", ""]
         for table in sorted(folder.glob("*.csv")):
             if table.name in ("metrics.csv", "bank.csv"):  # every step's row; the entries (06 shows them)
                 continue

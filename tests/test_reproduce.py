@@ -270,3 +270,31 @@ def test_each_claim_stands_next_to_the_papers_number_with_the_delta(tmp_path):
     assert "| single task Room: baseline / comp_rl actions per episode | 1.50x | 0.80x | -0.70x |" in claims
     (tmp_path / "01_single_task" / "summary.csv").write_text("method,success_after,episode_length_after\nbaseline,0,4\ncomp_rl,0.1,5\n")
     assert "| single task Room: comp_rl / baseline success | 1.30x | - | - |" in reproduce._claims(tmp_path)  # baseline 0
+
+
+def test_a_notebooks_wall_time_adds_up_over_a_killed_call_and_the_call_that_finishes_it(tmp_path, monkeypatch, capsys):
+    import time
+
+    calls, midway = [], []
+
+    def run_notebook(name, profile, params, out):
+        calls.append(name)
+        time.sleep(0.3)
+        midway.append(json.loads((out.parent / "reproduce.json").read_text())[name])  # written while it runs
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # the first call dies inside 01
+
+    monkeypatch.setattr("comprl.cli.run_notebook", run_notebook)
+    monkeypatch.setattr(reproduce, "CLOCK_SECONDS", 0.1)
+    monkeypatch.setattr("comprl.reproduce.write_report", lambda profile, results: results / "REPORT.md")
+    args = ["reproduce", "--profile", "smoke", "--results", str(tmp_path), "--only", "01_single_task"]
+    with pytest.raises(KeyboardInterrupt):
+        main(args)
+    killed = json.loads((tmp_path / "smoke" / "reproduce.json").read_text())["01_single_task"]
+    assert "finished" not in killed and killed["seconds"] >= 0.3
+    assert main(args) == 0
+    finished = json.loads((tmp_path / "smoke" / "reproduce.json").read_text())["01_single_task"]
+    assert "finished" in finished and finished["seconds"] >= killed["seconds"] + 0.3
+    assert "finished" not in midway[1] and midway[1]["seconds"] > killed["seconds"]  # what a SIGKILL would leave
+    assert main(args) == 0 and calls == ["01_single_task"] * 2  # finished: not executed again
+    capsys.readouterr()
