@@ -25,7 +25,7 @@ from comprl.experience.episode import Episode
 from comprl.experience.prompts import SEARCH_CLOSE, SEARCH_OPEN
 from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN
 from comprl.llm.choice import ReplyChoices
-from comprl.llm.engine import GenerationEngine
+from comprl.llm.engine import Completion, GenerationEngine, SamplingParams
 from comprl.policy import PackedSequence
 
 EXPERIENCE_HEADING = "## Experience from earlier episodes"
@@ -162,6 +162,14 @@ class _Choices:
         return reply[len(self.response_prefix) :]
 
 
+@dataclass(eq=False)
+class Session:
+    """The engine's session key of one episode of a :func:`run_episodes` call: equal only to itself, so episodes of
+    two calls never share a cached prefix; ``index`` is the episode's position in the call's envs."""
+
+    index: int
+
+
 def run_episodes(
     engine: GenerationEngine,
     envs: Sequence[gym.Env],
@@ -244,7 +252,7 @@ def run_episodes(
         trajectories.append(traj)
 
     # One session key per episode lets the engine reuse the episode's KV cache from turn to turn.
-    sessions = [object() for _ in range(n)]
+    sessions = [Session(i) for i in range(n)]
     active = list(range(n))
     bar = console.progress(desc="rollout turns", unit="turn", disable=not progress, leave=False)
     while active:
@@ -253,9 +261,7 @@ def run_episodes(
         # a free one (a WebShop query) is closed within the cap
         longest = max((c.longest for c in choices or () if c is not None), default=0)
         turn = sampling if longest <= sampling.max_new_tokens else dataclasses.replace(sampling, max_new_tokens=longest)
-        completions = engine.generate(
-            [trajectories[i].token_ids for i in active], turn, sessions=[sessions[i] for i in active], choices=choices
-        )
+        completions = _generate_by_task(engine, trajectories, active, turn, sessions, choices)
         still_active = []
         for i, completion in zip(active, completions):
             traj = trajectories[i]
@@ -291,6 +297,35 @@ def run_episodes(
         bar.update(1)
     bar.close()
     return trajectories
+
+
+def _generate_by_task(
+    engine: GenerationEngine,
+    trajectories: Sequence[Trajectory],
+    active: Sequence[int],
+    params: SamplingParams,
+    sessions: Sequence[Session],
+    choices: Sequence[ReplyChoices | None] | None,
+) -> list[Completion]:
+    """One turn's replies for the ``active`` episodes, in their order, one ``generate`` call per task.
+
+    A batch is left padded to its longest prompt and prefills, for every row, the longest uncached suffix. In a
+    mixture the tasks' prompts differ by thousands of tokens (a WebShop results page against a Room map), so one
+    shared batch would pad every row to the longest and recompute what the prefix cache holds: a 3-task cpu turn
+    took 2-3x as long that way. A one-task batch is a single call, exactly as before."""
+    rows: dict[str, list[int]] = {}
+    for position, i in enumerate(active):
+        rows.setdefault(trajectories[i].env_id, []).append(position)
+    completions: list[Completion | None] = [None] * len(active)
+    for positions in rows.values():
+        done = engine.generate(
+            [trajectories[active[p]].token_ids for p in positions], params,
+            sessions=[sessions[active[p]] for p in positions],
+            choices=None if choices is None else [choices[p] for p in positions],
+        )
+        for p, completion in zip(positions, done):
+            completions[p] = completion
+    return completions
 
 
 def summarize(trajectories: Sequence[Trajectory]) -> dict[str, float]:

@@ -99,6 +99,40 @@ def test_same_seeds_give_the_same_rollouts(tiny_engine):
     assert [t.token_ids for t in a] == [t.token_ids for t in b]
 
 
+class _CallLog:
+    """An engine that records which tasks each generate call served, around a real one."""
+
+    def __init__(self, engine, tasks_of):
+        self.engine, self.tasks_of, self.calls = engine, tasks_of, []
+        self.tokenizer = engine.tokenizer
+
+    def generate(self, prompts, params, sessions=None, choices=None):
+        self.calls.append([self.tasks_of[tuple(p[:20])] for p in prompts])
+        return self.engine.generate(prompts, params, sessions=sessions, choices=choices)
+
+    def release(self, sessions):
+        self.engine.release(sessions)
+
+
+def test_a_mixture_turn_generates_each_task_in_its_own_batch_and_keeps_env_order(tiny_engine):
+    fmt = ChatFormat.from_tokenizer(tiny_engine.tokenizer)
+    ids = ["comprl/Room-Random-5x5-v0", "comprl/WebShop-Small-v0"] * 2
+    envs = [make(env_id, max_turns=2) for env_id in ids]
+    config = RolloutConfig(max_new_tokens=4)
+    tasks_of = {}
+    for env, env_id in zip(envs, ids):  # a prompt's opening tokens name its task (system prompt, then the task)
+        obs, info = env.reset(seed=3)
+        tasks_of[tuple(fmt.start(system_prompt(info["instruction"], None, 0), obs)[:20])] = env_id
+    engine = _CallLog(tiny_engine, tasks_of)
+    trajectories = run_episodes(engine, envs, [3] * 4, config)
+    assert [t.env_id for t in trajectories] == ids
+    assert engine.calls[:2] == [ids[0::2], ids[1::2]]  # the first turn: Room's two rows, then WebShop's two
+    assert all(len(set(call)) == 1 for call in engine.calls)
+    single = _CallLog(tiny_engine, tasks_of)
+    alone = run_episodes(single, [make(ids[0], max_turns=2) for _ in range(2)], [3, 3], config)
+    assert len(single.calls) == max(t.turns for t in alone)  # one task: one call per turn, as before
+
+
 def _with_rewards(trajectories, rewards):
     return [dataclasses.replace(t, reward=r, success=bool(r)) for t, r in zip(trajectories, rewards)]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Hashable, Sequence
+from typing import Sequence
 
 import gymnasium as gym
 import pytest
@@ -19,7 +19,7 @@ from comprl.envs import make
 from comprl.experience.prompts import SEARCH_CLOSE, SEARCH_OPEN
 from comprl.llm import HFEngine, token_logprobs
 from comprl.llm.engine import Completion, SamplingParams
-from comprl.rollout import NO_MATCH, SEARCH_RESULTS, RolloutConfig, run_episodes, search_query, summarize, system_prompt
+from comprl.rollout import NO_MATCH, SEARCH_RESULTS, RolloutConfig, Session, run_episodes, search_query, summarize, system_prompt
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"
 ALFWORLD = "comprl/ALFWorld-v0"
@@ -44,19 +44,18 @@ class ScriptedEngine:
     engine: HFEngine
     script: dict[tuple[int, int], str]
     params: list[SamplingParams] = field(default_factory=list)
-    _episodes: dict[Hashable, int] = field(default_factory=dict)
     _replies: dict[int, int] = field(default_factory=dict)
 
     @property
     def tokenizer(self):
         return self.engine.tokenizer
 
-    def generate(self, prompts, params: SamplingParams, sessions: Sequence[Hashable], choices=None) -> list[Completion]:
+    def generate(self, prompts, params: SamplingParams, sessions: Sequence[Session], choices=None) -> list[Completion]:
         self.params.append(params)
         out: list[Completion | None] = [None] * len(prompts)
         sampled = []
         for row, (prompt, key) in enumerate(zip(prompts, sessions)):
-            episode = self._episodes.setdefault(key, len(self._episodes))  # the first call lists envs in order
+            episode = key.index  # the rollout's session key knows its env's position
             reply = self._replies.get(episode, 0)
             self._replies[episode] = reply + 1
             if (episode, reply) in self.script:
@@ -187,7 +186,8 @@ def test_questions_of_one_turn_each_reach_ask_with_their_env_id_and_are_counted(
     script = {(0, 0): question("where is the goal?"), (1, 0): question("where is the mug?")}
     trajectories, _, _, asker = play(tiny_engine, script, env_ids=(ROOM, ALFWORLD, ROOM), max_turns=1)
     assert asker.calls == [("where is the goal?", ROOM), ("where is the mug?", ALFWORLD)]
-    assert asker.turn_of_call == [1, 1]  # both asked after the first generation call, before the second
+    # both asked once the first turn was generated (a call per task: Room's rows, then ALFWorld's), before the next
+    assert asker.turn_of_call == [2, 2]
     assert [t.asks for t in trajectories] == [1, 1, 0] and [t.turns for t in trajectories] == [1, 1, 1]
     assert summarize(trajectories)["search_and_ask_per_episode"] == pytest.approx(2 / 3)
     assert summarize(trajectories)["mean_episode_length"] == 1  # tool turns are not env turns
