@@ -37,3 +37,14 @@ FEWER_ACTIONS: dict[str, float] = {"room": 1.5, "alfworld": 2.0}
 
 LARGER_EXTRACTOR_GAIN = 0.05
 """Extractor-size ablation: a Qwen3-30B-A3B extractor instead of Qwen3-4B adds about 5 points of average success."""
+
+
+ABLATIONS: dict[str, str] = {
+    "no_merge": "lower",
+    "no_search_and_ask": "lower",
+    "no_split_advantages": "collapse",
+    "shared_weights": "collapse",
+}
+"""Ablations (figures and text only): without Merge or without search_and_ask the final success on Room is lower
+than the full method's; with one advantage group over both halves, and with the actor's own model as extractor
+(self-distillation), training collapses (the latter late)."""

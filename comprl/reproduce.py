@@ -324,12 +324,47 @@ def _claims(root: Path) -> list[str]:
     if sizes is not None and len(sizes) >= 2 and "guided_success_after" in sizes:
         gain = sizes["guided_success_after"].iloc[-1] - sizes["guided_success_after"].iloc[0]
         claim("larger extractor: avg success gain", paper.LARGER_EXTRACTOR_GAIN, gain, "{:+.3f}")
+    ablations = read("04_ablations", "summary.csv")
+    if ablations is not None and "comp_rl" in set(ablations["variant"]):
+        out += _ablation_claims(ablations.set_index("variant"), read("04_ablations", "metrics.csv"))
     latency = read("05_latency_analysis", "overhead.csv")
     if latency is not None and "rollout_ratio" in latency:
         ratios = latency.loc[latency["mode"] == "async", "rollout_ratio"]
         if not ratios.empty:
             out.append(f"| background track: rollout time vs baseline | 0.98-1.00x | {ratios.min():.2f}-{ratios.max():.2f}x | - |")
     return out if len(out) > 2 else ["No notebook results yet."]
+
+
+def _ablation_claims(summary: pd.DataFrame, metrics: pd.DataFrame | None) -> list[str]:
+    """Notebook 04 against the paper's directions (:data:`comprl.paper.ABLATIONS`): a variant's held-out success
+    with experience minus the full method's, and, where the paper reports a collapse, how far the variant's training
+    success fell from its best quarter of the run to its last (mean over seeds) next to the full method's fall."""
+    rows = []
+    for variant, direction in paper.ABLATIONS.items():
+        if variant not in summary.index:
+            continue
+        gap = summary.loc[variant, "guided_success_after"] - summary.loc["comp_rl", "guided_success_after"]
+        rows.append(
+            f"| ablation {variant}: held-out success with experience, minus comp_rl's | lower | {gap:+.3f} | "
+            f"{'same direction' if gap < 0 else 'not reproduced'} |"
+        )
+        if direction == "collapse" and metrics is not None:
+            fall, reference = _fall(metrics, variant), _fall(metrics, "comp_rl")
+            if fall is not None and reference is not None:
+                rows.append(
+                    f"| ablation {variant}: training success, last quarter of the run minus its best quarter "
+                    f"(comp_rl: {reference:+.3f}) | a collapse | {fall:+.3f} | "
+                    f"{'falls further than comp_rl' if fall < reference else 'not reproduced'} |"
+                )
+    return rows
+
+
+def _fall(metrics: pd.DataFrame, variant: str) -> float | None:
+    """A variant's training success (mean over seeds) averaged over the last quarter of its steps, minus the best
+    such average over any quarter-long window of the run; None without training rows."""
+    curve = metrics[(metrics.variant == variant) & (metrics.phase == "train")].groupby("step")["success_rate"].mean()
+    windows = curve.rolling(max(len(curve) // 4, 1)).mean().dropna()
+    return None if windows.empty else float(windows.iloc[-1] - windows.max())
 
 
 def _ratio(a: float, b: float) -> float | None:

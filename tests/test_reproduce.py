@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from comprl import parallel, planner, reproduce, runs
@@ -270,6 +271,24 @@ def test_each_claim_stands_next_to_the_papers_number_with_the_delta(tmp_path):
     assert "| single task Room: baseline / comp_rl actions per episode | 1.50x | 0.80x | -0.70x |" in claims
     (tmp_path / "01_single_task" / "summary.csv").write_text("method,success_after,episode_length_after\nbaseline,0,4\ncomp_rl,0.1,5\n")
     assert "| single task Room: comp_rl / baseline success | 1.30x | - | - |" in reproduce._claims(tmp_path)  # baseline 0
+
+
+def test_ablations_are_read_against_the_papers_directions(tmp_path):
+    (tmp_path / "04_ablations").mkdir()
+    summary = "variant,guided_success_after\ncomp_rl,0.5\nno_merge,0.4\nno_search_and_ask,0.6\nno_split_advantages,0.2\n"
+    (tmp_path / "04_ablations" / "summary.csv").write_text(summary)
+    curves = {"comp_rl": [0.1, 0.3, 0.5, 0.5, 0.6, 0.6, 0.6, 0.6], "no_split_advantages": [0.1, 0.4, 0.6, 0.6, 0.3, 0.1, 0.0, 0.0]}
+    rows = [("train", variant, seed, step + 1, rate) for variant, curve in curves.items() for seed in (0, 1) for step, rate in enumerate(curve)]
+    pd.DataFrame(rows, columns=["phase", "variant", "seed", "step", "success_rate"]).to_csv(tmp_path / "04_ablations" / "metrics.csv", index=False)
+    claims = reproduce._claims(tmp_path)
+    assert "| ablation no_merge: held-out success with experience, minus comp_rl's | lower | -0.100 | same direction |" in claims
+    assert "| ablation no_search_and_ask: held-out success with experience, minus comp_rl's | lower | +0.100 | not reproduced |" in claims
+    # quarters of 2 steps: comp_rl's last (0.6) is its best; no_split_advantages falls from 0.6 to 0.0
+    assert (
+        "| ablation no_split_advantages: training success, last quarter of the run minus its best quarter "
+        "(comp_rl: +0.000) | a collapse | -0.600 | falls further than comp_rl |"
+    ) in claims
+    assert not any("shared_weights" in claim for claim in claims)  # not run: no line
 
 
 def test_a_notebooks_wall_time_adds_up_over_a_killed_call_and_the_call_that_finishes_it(tmp_path, monkeypatch, capsys):
