@@ -198,6 +198,11 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
     return write_report(profile, results)
 
 
+NOTES = "NOTES.md"
+"""A file in ``results/<profile>/`` whose text the report ends with, as written: what the person who ran the
+reproduction wants a reader to know that no metric records (the machine was shared, the run was paused, the code
+changed between calls)."""
+
 CLOCK_SECONDS = 60.0
 """How often a running notebook's wall time is written to ``reproduce.json``: a reproduction killed and resumed
 (across sessions, say) adds each call's time to the notebook's, losing at most this much per kill."""
@@ -285,6 +290,8 @@ def write_report(profile: str, results: Path) -> Path:
         for figure in sorted(folder.glob("*.png")):
             lines += [f"![{figure.stem}]({figure.relative_to(results).as_posix()})", ""]
     lines += ["## Setup", "", *_setup(profile, configs, times), ""]
+    if (root / NOTES).exists():
+        lines += ["## Notes from whoever ran it", "", (root / NOTES).read_text().strip(), ""]
     path = results / "REPORT.md"
     path.write_text("\n".join(lines))
     return path

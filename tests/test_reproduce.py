@@ -35,7 +35,9 @@ def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_pat
     assert "| single task Room: comp_rl / baseline success | 1.30x | " in report  # the paper's number beside ours
     assert report.count("| claim | paper | this run | delta |") == 1
     assert "Actor instruction, `comprl/Room-Ultimate-5x5-v0`" in report and "transformers " in report
-    assert "## 02_multitask\n\nNot run." in report
+    assert "## 02_multitask\n\nNot run." in report and "Notes from" not in report
+    (root / reproduce.NOTES).write_text("Paused twice for CI.\n")
+    assert reproduce.write_report("smoke", results).read_text().endswith("## Notes from whoever ran it\n\nPaused twice for CI.\n")
     before = (root / "01_single_task" / "01_single_task.ipynb").stat().st_mtime
     assert main(args) == 0  # finished notebooks are not executed again
     assert (root / "01_single_task" / "01_single_task.ipynb").stat().st_mtime == before
