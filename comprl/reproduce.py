@@ -301,10 +301,13 @@ def _claims(root: Path) -> list[str]:
     """One line per paper claim: the paper's number, ours where the notebook ran, and ours minus the paper's."""
     out = ["| claim | paper | this run | delta |", "|---|---|---|---|"]
 
-    def claim(text: str, reported: float | None, ours: float | None, fmt: str = "{:.2f}", unit: str = "") -> None:
+    def claim(
+        text: str, reported: float | None, ours: float | None, fmt: str = "{:.2f}", unit: str = "", sd: float | None = None
+    ) -> None:
         shown = [("-" if v is None or pd.isna(v) else fmt.format(v) + unit) for v in (reported, ours)]
         delta = "-" if "-" in shown else ("{:+" + fmt[2:]).format(ours - reported) + unit
-        out.append(f"| {text} | {shown[0]} | {shown[1]} | {delta} |")
+        spread = "" if sd is None or pd.isna(sd) or shown[1] == "-" else f" (sd {fmt.format(sd)} over seeds)"
+        out.append(f"| {text} | {shown[0]} | {shown[1]}{spread} | {delta} |")
 
     def read(notebook: str, name: str) -> pd.DataFrame | None:
         path = root / notebook / name
@@ -321,7 +324,7 @@ def _claims(root: Path) -> list[str]:
     if table is not None:
         for _, row in table.iterrows():
             if not pd.isna(row.get("paper_avg")):
-                claim(f"3-task Table 1, {row['row']}: avg success", row["paper_avg"], row["avg"])
+                claim(f"3-task Table 1, {row['row']}: avg success", row["paper_avg"], row["avg"], sd=row.get("avg_sd"))
     scaling = read("02_multitask", "task_scaling.csv")
     if scaling is not None:
         for _, row in scaling.iterrows():

@@ -204,7 +204,8 @@ def summary_table(metrics: pd.DataFrame) -> pd.DataFrame:
 
 def task_table(metrics: pd.DataFrame) -> pd.DataFrame:
     """The paper's Table 1 from evaluation rows: one row per (tasks, row of :data:`comprl.paper.TABLE_ROWS`)
-    whose method was run, final held-out success per task and their average (``avg``), means over seeds.
+    whose method was run, final held-out success per task and their average (``avg``), means over seeds, and the
+    standard deviation over seeds of each seed's average (``avg_sd``; NaN for one seed).
 
     Rows "with exp." read the final evaluation that retrieves experience (``guided_*`` columns), the others the
     experience-free one. A multi-task run's tasks are its per-task columns (``room_success_rate``...); a
@@ -224,13 +225,11 @@ def task_table(metrics: pd.DataFrame) -> pd.DataFrame:
             if runs.empty:
                 continue
             prefix = "guided_" if with_experience else ""
-            row = {"tasks": tasks, "row": label, "seeds": len(runs)}
-            for name in present:
-                row[name] = runs[f"{prefix}{name}_success_rate"].mean()
-            for name in single:
-                row[name] = runs[f"{prefix}success_rate"].mean()
-            row["avg"] = sum(row[n] for n in present + single) / len(present + single)
-            rows.append(row)
+            per_task = pd.DataFrame({name: runs[f"{prefix}{name}_success_rate"] for name in present})
+            if single:
+                per_task[single[0]] = runs[f"{prefix}success_rate"]
+            averages = per_task.mean(axis=1)  # each seed's average over the tasks
+            rows.append({"tasks": tasks, "row": label, "seeds": len(runs), **per_task.mean(), "avg": averages.mean(), "avg_sd": averages.std()})
     return pd.DataFrame(rows)
 
 

@@ -273,6 +273,12 @@ def test_each_claim_stands_next_to_the_papers_number_with_the_delta(tmp_path):
     assert "| single task Room: baseline / comp_rl actions per episode | 1.50x | 0.80x | -0.70x |" in claims
     (tmp_path / "01_single_task" / "summary.csv").write_text("method,success_after,episode_length_after\nbaseline,0,4\ncomp_rl,0.1,5\n")
     assert "| single task Room: comp_rl / baseline success | 1.30x | - | - |" in reproduce._claims(tmp_path)  # baseline 0
+    (tmp_path / "02_multitask").mkdir()
+    table = "row,avg,avg_sd,paper_avg\nBaseline GRPO (no experience),0.25,0.05,0.75\nExperience only (actor frozen),0.1,,0.33\n"
+    (tmp_path / "02_multitask" / "table1_vs_paper.csv").write_text(table)
+    claims = reproduce._claims(tmp_path)
+    assert "| 3-task Table 1, Baseline GRPO (no experience): avg success | 0.75 | 0.25 (sd 0.05 over seeds) | -0.50 |" in claims
+    assert "| 3-task Table 1, Experience only (actor frozen): avg success | 0.33 | 0.10 | -0.23 |" in claims  # one seed
 
 
 def test_ablations_are_read_against_the_papers_directions(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from comprl.config import make_config
 from comprl.parallel import run_experiments
-from comprl.runs import Run, copy_finished, load_metrics, summary_table
+from comprl.runs import Run, copy_finished, load_metrics, summary_table, task_table
 
 
 def make_run(root, method: str, seed: int, before: float, after: float, steps: int = 2) -> Run:
@@ -28,6 +28,19 @@ def test_summary_gives_the_mean_and_the_spread_over_seeds(tmp_path):
     assert table.loc["baseline", "success_after_sd"] == pytest.approx(0.25)  # sample standard deviation
     assert table.loc["baseline", "success_before"] == pytest.approx(0.1) and table.loc["baseline", "success_before_sd"] == 0
     assert math.isnan(table.loc["comp_rl", "success_after_sd"])  # one seed: no spread
+
+
+def test_table_1_averages_each_seed_over_the_tasks_and_gives_the_spread_of_those_averages(tmp_path):
+    runs = []
+    for seed, (room, webshop, alfworld) in enumerate([(0.5, 0.25, 0.0), (1.0, 0.75, 0.5)]):
+        run = Run.create(tmp_path, make_config("smoke", tasks="3-task", seed=seed), name=f"3-task_seed{seed}")
+        run.log(0, "eval", {"success_rate": 0.0})
+        run.log(2, "eval", {"success_rate": 0.0, "room_success_rate": room, "webshop_success_rate": webshop, "alfworld_success_rate": alfworld})
+        runs.append(run)
+    (row,) = task_table(load_metrics(runs)).to_dict("records")
+    assert row["row"] == "Baseline GRPO (no experience)" and row["seeds"] == 2
+    assert (row["room"], row["webshop"], row["alfworld"]) == (0.75, 0.5, 0.25)
+    assert row["avg"] == 0.5 and row["avg_sd"] == pytest.approx(math.sqrt(2) * 0.25)  # seed averages 0.25 and 0.75
 
 
 def test_rollback_keeps_the_rows_a_checkpoint_covers(tmp_path):
