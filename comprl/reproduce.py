@@ -354,8 +354,10 @@ def _ablation_claims(summary: pd.DataFrame, metrics: pd.DataFrame | None) -> lis
         if variant not in summary.index:
             continue
         gap = summary.loc[variant, "guided_success_after"] - summary.loc["comp_rl", "guided_success_after"]
+        sds = summary.loc[[variant, "comp_rl"], "guided_success_after_sd"] if "guided_success_after_sd" in summary else None
+        spread = "" if sds is None or sds.isna().any() else f" (sd over seeds {sds.iloc[0]:.3f}, comp_rl {sds.iloc[1]:.3f})"
         rows.append(
-            f"| ablation {variant}: held-out success with experience, minus comp_rl's | lower | {gap:+.3f} | "
+            f"| ablation {variant}: held-out success with experience, minus comp_rl's | lower | {gap:+.3f}{spread} | "
             f"{'same direction' if gap < 0 else 'not reproduced'} |"
         )
         if direction == "collapse" and metrics is not None:

@@ -283,13 +283,20 @@ def test_each_claim_stands_next_to_the_papers_number_with_the_delta(tmp_path):
 
 def test_ablations_are_read_against_the_papers_directions(tmp_path):
     (tmp_path / "04_ablations").mkdir()
-    summary = "variant,guided_success_after\ncomp_rl,0.5\nno_merge,0.4\nno_search_and_ask,0.6\nno_split_advantages,0.2\n"
+    summary = (
+        "variant,guided_success_after,guided_success_after_sd\ncomp_rl,0.5,0.1\nno_merge,0.4,0.05\nno_search_and_ask,0.6,\n"
+        "no_split_advantages,0.2,0.1\n"
+    )
     (tmp_path / "04_ablations" / "summary.csv").write_text(summary)
     curves = {"comp_rl": [0.1, 0.3, 0.5, 0.5, 0.6, 0.6, 0.6, 0.6], "no_split_advantages": [0.1, 0.4, 0.6, 0.6, 0.3, 0.1, 0.0, 0.0]}
     rows = [("train", variant, seed, step + 1, rate) for variant, curve in curves.items() for seed in (0, 1) for step, rate in enumerate(curve)]
     pd.DataFrame(rows, columns=["phase", "variant", "seed", "step", "success_rate"]).to_csv(tmp_path / "04_ablations" / "metrics.csv", index=False)
     claims = reproduce._claims(tmp_path)
-    assert "| ablation no_merge: held-out success with experience, minus comp_rl's | lower | -0.100 | same direction |" in claims
+    assert (
+        "| ablation no_merge: held-out success with experience, minus comp_rl's | lower | -0.100 (sd over seeds 0.050, "
+        "comp_rl 0.100) | same direction |"
+    ) in claims
+    # one seed: no spread to show
     assert "| ablation no_search_and_ask: held-out success with experience, minus comp_rl's | lower | +0.100 | not reproduced |" in claims
     # quarters of 2 steps: comp_rl's last (0.6) is its best; no_split_advantages falls from 0.6 to 0.0
     assert (
