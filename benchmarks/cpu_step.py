@@ -52,9 +52,9 @@ DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
 """Name -> config overrides: the cpu profile as it is (``dtype="auto"``: bfloat16 on CPUs that multiply it in hardware,
 float32 elsewhere; gradient checkpointing; micro-batches of 1; LoRA adapters computed in the model's dtype when
 generating; the extractor over the actor's frozen base weights; oneDNN's kernel cache at 64 shapes and free heap
-pages handed back after each generation batch and update, :mod:`comprl.llm.allocator`), and its levers. ``env.NAME`` sets an environment variable in the variant's
-process before comprl and torch start (too late for those a C library reads at process start, such as glibc's
-``MALLOC_*``)."""
+pages handed back after each generation batch and update, :mod:`comprl.llm.allocator`), and its levers.
+``env.NAME`` sets an environment variable in the variant's process before comprl and torch start (too late for
+those a C library reads at process start, such as glibc's ``MALLOC_*``)."""
 
 
 def measure(overrides: dict[str, Any], steps: int, threads: int | None) -> dict[str, float]:

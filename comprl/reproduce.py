@@ -183,7 +183,8 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
                 entry["seconds"] = round(earlier + time.perf_counter() - started, 1)
                 if finished:
                     entry["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-                    entry.update({"jobs": jobs} if "jobs" in params else {})
+                    if "jobs" in params:
+                        entry["jobs"] = jobs
                 tmp = log_path.with_name(f"{log_path.name}.tmp")
                 tmp.write_text(json.dumps(done, indent=2) + "\n")
                 tmp.replace(log_path)
@@ -350,6 +351,7 @@ def _ablation_claims(summary: pd.DataFrame, metrics: pd.DataFrame | None) -> lis
     with experience minus the full method's, and, where the paper reports a collapse, how far the variant's training
     success fell from its best quarter of the run to its last (mean over seeds) next to the full method's fall."""
     rows = []
+    reference = None if metrics is None else _fall(metrics, "comp_rl")
     for variant, direction in paper.ABLATIONS.items():
         if variant not in summary.index:
             continue
@@ -360,9 +362,9 @@ def _ablation_claims(summary: pd.DataFrame, metrics: pd.DataFrame | None) -> lis
             f"| ablation {variant}: held-out success with experience, minus comp_rl's | lower | {gap:+.3f}{spread} | "
             f"{'same direction' if gap < 0 else 'not reproduced'} |"
         )
-        if direction == "collapse" and metrics is not None:
-            fall, reference = _fall(metrics, variant), _fall(metrics, "comp_rl")
-            if fall is not None and reference is not None:
+        if direction == "collapse" and reference is not None:
+            fall = _fall(metrics, variant)
+            if fall is not None:
                 rows.append(
                     f"| ablation {variant}: training success, last quarter of the run minus its best quarter "
                     f"(comp_rl: {reference:+.3f}) | a collapse | {fall:+.3f} | "
