@@ -91,6 +91,18 @@ def latest(run_path: Path) -> Checkpoint | None:
     return Checkpoint(final, int((final / "step").read_text()))
 
 
+def covered_step(run_path: Path) -> int | None:
+    """The last training step the run's checkpoint covers, None before its first; unlike :func:`latest` it
+    changes nothing, so it may look at the folder of a run that is writing it."""
+    final, _, previous = _paths(run_path)
+    for path in (final, previous):
+        try:
+            return int((path / "step").read_text())
+        except (OSError, ValueError):  # absent, or renamed away as it was read
+            continue
+    return None
+
+
 def discard(run_path: Path) -> None:
     """Remove every checkpoint of the run."""
     for path in _paths(run_path):

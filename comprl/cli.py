@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     again.add_argument(
         "--dry-run", action="store_true",
-        help="validate every config of the profile and print the resource plan: memory, GPUs, tokens and time per step",
+        help="validate every config of the profile, say how far the reproduction under --results has come, and print "
+        "the resource plan: memory, GPUs, tokens and time per step",
     )
     again.add_argument(
         "--throughput", type=Path, default=None, metavar="FILE",
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.dry_run:
             try:
-                print(reproduce.dry_run(args.profile, args.throughput, args.results / "throughput"))
+                print(reproduce.dry_run(args.profile, args.throughput, args.results / "throughput", args.results.resolve()))
             except ThroughputError as err:
                 raise SystemExit(f"comprl: {err}")
             return 0

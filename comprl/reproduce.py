@@ -169,9 +169,7 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
         if OVERRIDES.get(profile) and "overrides" in takes:
             params["overrides"] = OVERRIDES[profile]
         if "reuse" in takes:  # a finished run of the same config (a reference run, or an earlier notebook's) is copied
-            params["reuse"] = [str(results / folder) for folder in REFERENCE_RUNS.get(profile, [])] + [
-                str(root / earlier.notebook) for earlier in STEPS[: STEPS.index(step)]
-            ]
+            params["reuse"] = _reused(profile, results, step)
         entry = done.setdefault(step.notebook, {})
         earlier = 0.0 if force else entry.get("seconds", 0.0)  # an unfinished notebook's wall time before this call
         entry.pop("finished", None)
@@ -197,6 +195,14 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
                 raise
         record(finished=True)
     return write_report(profile, results)
+
+
+def _reused(profile: str, results: Path, step: Step) -> list[str]:
+    """The folders whose finished runs ``step``'s notebook copies instead of training them again: the profile's
+    :data:`REFERENCE_RUNS`, then the folders of the notebooks before it."""
+    return [str(results / folder) for folder in REFERENCE_RUNS.get(profile, [])] + [
+        str(results / profile / earlier.notebook) for earlier in STEPS[: STEPS.index(step)]
+    ]
 
 
 NOTES = "NOTES.md"
@@ -227,8 +233,11 @@ def _every(seconds: float, call: Callable[[], None]) -> Iterator[None]:
         thread.join()
 
 
-def dry_run(profile: str, throughput: Path | None = None, throughput_dir: Path | None = None) -> str:
-    """Build every config the reproduction would run (each is validated as it is built) and the resource plan.
+def dry_run(
+    profile: str, throughput: Path | None = None, throughput_dir: Path | None = None, results: Path | None = None
+) -> str:
+    """Build every config the reproduction would run (each is validated as it is built) and the resource plan;
+    with ``results``, also how far a reproduction there has come, per notebook (:func:`_progress`).
 
     ``throughput``: a measurement file of ``benchmarks/rollout_throughput.py --json`` (:func:`load_throughput`)
     that turns the token budget into step times. Without one, the measurements under ``throughput_dir`` (default
@@ -238,8 +247,10 @@ def dry_run(profile: str, throughput: Path | None = None, throughput_dir: Path |
     runs = {step.notebook: step.configs(profile) for step in STEPS}
     configs = [config for configs in runs.values() for config in configs]
     lines = [f"comprl reproduce --profile {profile}: {len(configs)} training runs, every config valid"]
-    for notebook, its in runs.items():
-        lines.append(f"  {notebook}: {len(its)} runs" + (f", {its[0].steps} steps each" if its else ""))
+    for step in STEPS:
+        its = runs[step.notebook]
+        done = f"; {_progress(profile, results, step, its)}" if its and results is not None else ""
+        lines.append(f"  {step.notebook}: {len(its)} runs" + (f", {its[0].steps} steps each" if its else "") + done)
     folder = THROUGHPUT_DIR if throughput_dir is None else Path(throughput_dir)
     if throughput is not None:
         measured, elsewhere = [load_throughput(throughput)], []
@@ -247,6 +258,25 @@ def dry_run(profile: str, throughput: Path | None = None, throughput_dir: Path |
         measured, elsewhere = find_throughputs(folder, device_kind(configs))
     lines += ["", resource_plan(runs, measured, elsewhere, profile=profile, searched=folder)]
     return "\n".join(lines)
+
+
+def _progress(profile: str, results: Path, step: Step, configs: list[ExperimentConfig]) -> str:
+    """How far the reproduction under ``results`` has come with ``configs``, the runs of ``step``'s notebook: how
+    many finished (in the notebook's folder, or in a folder it copies finished runs from), how many are under way
+    (a run folder with a checkpoint: the step it covers; a reproduction resumes them there) and how many are still
+    to start."""
+    from comprl.checkpoint import covered_step
+    from comprl.runs import find_runs
+
+    own = results / profile / step.notebook
+    finished, under_way = 0, []
+    for config in configs:
+        if any(run.finished for run in find_runs(config, [own, *_reused(profile, results, step)])):
+            finished += 1
+        elif covered := [s for run in find_runs(config, [own]) if (s := covered_step(run.path)) is not None]:
+            under_way.append(max(covered))
+    going = f" (at step {', '.join(map(str, sorted(under_way, reverse=True)))})" if under_way else ""
+    return f"{finished} finished, {len(under_way)} under way{going}, {len(configs) - finished - len(under_way)} to start"
 
 
 # ---------------------------------------------------------------------------------------------------------------

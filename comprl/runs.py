@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import duckdb
 import pandas as pd
@@ -132,17 +132,25 @@ class Run:
         return path
 
 
+def find_runs(config: ExperimentConfig, folders: Iterable[str | Path]) -> Iterator[Run]:
+    """The run folders directly under ``folders`` that hold exactly ``config``, finished or not, in folder order,
+    then name order."""
+    wanted = config.to_dict()
+    for folder in folders:
+        for found in sorted(Path(folder).glob("*/config.json")):
+            run = Run(found.parent)
+            if not _differences(run.config().to_dict(), wanted):
+                yield run
+
+
 def copy_finished(config: ExperimentConfig, folders: Iterable[str | Path], to: Path) -> Run | None:
     """Copy a finished run of exactly ``config`` found directly under one of ``folders`` into the new folder ``to``
     (everything but its checkpoint, which a finished run no longer needs); return the run copied, None where none
     is found. The first match in folder order, then name order, is taken."""
-    wanted = config.to_dict()
-    for folder in folders:
-        for found in sorted(Path(folder).glob(f"*/{FINISHED}")):
-            run = Run(found.parent)
-            if run.path.resolve() != Path(to).resolve() and not _differences(run.config().to_dict(), wanted):
-                shutil.copytree(run.path, to, ignore=shutil.ignore_patterns(checkpoint.FOLDER))
-                return run
+    for run in find_runs(config, folders):
+        if run.finished and run.path.resolve() != Path(to).resolve():
+            shutil.copytree(run.path, to, ignore=shutil.ignore_patterns(checkpoint.FOLDER))
+            return run
     return None
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from comprl import parallel, planner, reproduce, runs
+from comprl import checkpoint, parallel, planner, reproduce, runs
 from comprl.cli import main
 from comprl.config import make_config
 from comprl.envs import ENV_IDS
@@ -146,6 +146,21 @@ def test_a_measurement_in_the_results_folder_is_used_only_for_its_kind_of_device
     assert main(["reproduce", "--profile", "cpu", "--dry-run", "--results", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "expected step time from" in printed and "cpu.json" in printed and "step             =" in printed
+
+
+def test_dry_run_says_how_far_a_reproduction_has_come(tmp_path, capsys):
+    folder = tmp_path / "smoke" / "01_single_task"
+    runs.Run.create(folder, reproduce._config("smoke", method="comp_rl", seed=0), "comp_rl_seed0").mark_finished()
+    under_way = runs.Run.create(folder, reproduce._config("smoke", method="baseline", seed=0), "baseline_seed0")
+    checkpoint.save(under_way.path, 1, None, None)
+    # a finished run of another config is not one of 01's
+    runs.Run.create(folder, reproduce._config("smoke", method="static", seed=7), "static_seed0").mark_finished()
+    assert main(["reproduce", "--profile", "smoke", "--dry-run", "--results", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "01_single_task: 4 runs, 2 steps each; 1 finished, 1 under way (at step 1), 2 to start" in printed
+    # 02 would copy 01's finished comp_rl run; the baseline under way in 01's folder is 01's to finish
+    assert "02_multitask: 6 runs, 2 steps each; 1 finished, 0 under way, 5 to start" in printed
+    assert "05_latency_analysis: 0 runs\n" in printed
 
 
 def test_gpu_measurement_spreads_over_the_placement_and_scales_by_parameters(tmp_path):
