@@ -158,7 +158,10 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
     root.mkdir(parents=True, exist_ok=True)
     log_path = root / "reproduce.json"
     done: dict[str, Any] = json.loads(log_path.read_text()) if log_path.exists() else {}
-    steps = [step for step in STEPS if only is None or step.notebook in only]
+    steps = [  # those asked for, less those that finished before (unless forced)
+        step for step in STEPS
+        if (only is None or step.notebook in only) and (force or not done.get(step.notebook, {}).get("finished"))
+    ]
     if missing := _missing_models(profile, steps):  # before hours of runs, not when the notebook gets there
         raise SystemExit(
             "comprl: a notebook of this reproduction loads a model that is not installed; install it, or leave the "
@@ -167,8 +170,6 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
     bar = console.progress(steps, desc=f"reproduce --profile {profile}", unit="notebook")
     for step in bar:
         bar.set_postfix(notebook=step.notebook)
-        if done.get(step.notebook, {}).get("finished") and not force:
-            continue
         params = step.params(profile, root)
         takes = notebook_defaults(step.notebook)
         if "jobs" in takes:

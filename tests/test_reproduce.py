@@ -94,6 +94,11 @@ def test_a_model_that_is_not_installed_stops_the_reproduction_before_any_noteboo
     assert executed == []
     assert main(["reproduce", "--profile", "cpu", "--results", str(tmp_path), "--only", "01_single_task"]) == 0
     assert executed == ["01_single_task"]
+    # a notebook that finished before needs no model: it is not executed again
+    times = json.loads((tmp_path / "cpu" / "reproduce.json").read_text())
+    (tmp_path / "cpu" / "reproduce.json").write_text(json.dumps({**times, "03_extractor_size": times["01_single_task"]}))
+    assert main(["reproduce", "--profile", "cpu", "--results", str(tmp_path), "--only", "03_extractor_size"]) == 0
+    assert executed == ["01_single_task"]
     capsys.readouterr()
 
 
