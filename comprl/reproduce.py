@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import os
 import platform
 import threading
 import time
@@ -191,9 +192,7 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
                     entry["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
                     if "jobs" in params:
                         entry["jobs"] = jobs
-                tmp = log_path.with_name(f"{log_path.name}.tmp")
-                tmp.write_text(json.dumps(done, indent=2) + "\n")
-                tmp.replace(log_path)
+                _record_entry(log_path, step.notebook, entry)
 
         with _every(CLOCK_SECONDS, record):
             try:
@@ -203,6 +202,20 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
                 raise
         record(finished=True)
     return write_report(profile, results)
+
+
+def _record_entry(log_path: Path, notebook: str, entry: dict[str, Any]) -> None:
+    """Write ``notebook``'s ``entry`` into ``log_path``, keeping every other notebook's entry as the file holds it
+    now: two ``comprl reproduce`` calls on different notebooks (one per core, say) share the file, so each one
+    re-reads it under a lock and replaces only its own entry, through a temporary file of its own."""
+    from filelock import FileLock
+
+    with FileLock(log_path.with_name(f"{log_path.name}.lock")):
+        latest = json.loads(log_path.read_text()) if log_path.exists() else {}
+        latest[notebook] = entry
+        tmp = log_path.with_name(f"{log_path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(latest, indent=2) + "\n")
+        tmp.replace(log_path)
 
 
 def _missing_models(profile: str, steps: list[Step]) -> list[str]:

@@ -367,3 +367,34 @@ def test_a_notebooks_wall_time_adds_up_over_a_killed_call_and_the_call_that_fini
     assert "finished" not in midway[1] and midway[1]["seconds"] > killed["seconds"]  # what a SIGKILL would leave
     assert main(args) == 0 and calls == ["01_single_task"] * 2  # finished: not executed again
     capsys.readouterr()
+
+
+def test_two_reproductions_side_by_side_keep_each_others_wall_times(tmp_path, monkeypatch, capsys):
+    """Two calls on different notebooks (one per core) share ``reproduce.json``: each one's minute-by-minute
+    record keeps the other's entry as the other last wrote it, and both finish with their own entry."""
+    import threading
+    import time
+
+    both_running = threading.Barrier(2)
+
+    def run_notebook(name, profile, params, out):
+        both_running.wait(timeout=10)  # the two calls are inside their notebooks at the same time
+        time.sleep(0.5)  # each one records several times while the other one runs
+
+    monkeypatch.setattr("comprl.cli.run_notebook", run_notebook)
+    monkeypatch.setattr(reproduce, "CLOCK_SECONDS", 0.05)
+    monkeypatch.setattr("comprl.reproduce.write_report", lambda profile, results: results / "REPORT.md")
+    calls = [
+        threading.Thread(target=main, args=(["reproduce", "--profile", "smoke", "--results", str(tmp_path), "--only",
+                                             name],))
+        for name in ("02_multitask", "03_extractor_size")
+    ]
+    for call in calls:
+        call.start()
+    for call in calls:
+        call.join(timeout=30)
+    times = json.loads((tmp_path / "smoke" / "reproduce.json").read_text())
+    assert set(times) == {"02_multitask", "03_extractor_size"}
+    assert all("finished" in times[name] and times[name]["seconds"] >= 0.5 for name in times)
+    assert not list((tmp_path / "smoke").glob("*.tmp"))
+    capsys.readouterr()
