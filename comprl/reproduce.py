@@ -370,7 +370,8 @@ def _claims(root: Path) -> list[str]:
         text: str, reported: float | None, ours: float | None, fmt: str = "{:.2f}", unit: str = "", sd: float | None = None
     ) -> None:
         shown = [("-" if v is None or pd.isna(v) else fmt.format(v) + unit) for v in (reported, ours)]
-        delta = "-" if "-" in shown else ("{:+" + fmt[2:]).format(ours - reported) + unit
+        signed = fmt if fmt.startswith("{:+") else fmt.replace("{:", "{:+", 1)  # a delta always shows its sign
+        delta = "-" if "-" in shown else signed.format(ours - reported) + unit
         spread = "" if sd is None or pd.isna(sd) or shown[1] == "-" else f" (sd {fmt.format(sd)} over seeds)"
         out.append(f"| {text} | {shown[0]} | {shown[1]}{spread} | {delta} |")
 

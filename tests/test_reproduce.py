@@ -314,6 +314,14 @@ def test_each_claim_stands_next_to_the_papers_number_with_the_delta(tmp_path):
     claims = reproduce._claims(tmp_path)
     assert "| 3-task Table 1, Baseline GRPO (no experience): avg success | 0.75 | 0.25 (sd 0.05 over seeds) | -0.50 |" in claims
     assert "| 3-task Table 1, Experience only (actor frozen): avg success | 0.33 | 0.10 | -0.23 |" in claims  # one seed
+    (tmp_path / "02_multitask" / "task_scaling.csv").write_text("tasks_trained,gain\n3,0.01\n6,-0.02\n")
+    (tmp_path / "03_extractor_size").mkdir()
+    sizes = "extractor,guided_success_after\nSmolLM2-135M,0.29\nGemma3-270M,0.22\n"
+    (tmp_path / "03_extractor_size" / "summary.csv").write_text(sizes)
+    claims = reproduce._claims(tmp_path)  # claims whose own format is signed
+    assert "| task scaling, 3 tasks: gain over baseline | +0.066 | +0.010 | -0.056 |" in claims
+    assert "| task scaling, 6 tasks: gain over baseline | +0.081 | -0.020 | -0.101 |" in claims
+    assert "| larger extractor: avg success gain | +0.050 | -0.070 | -0.120 |" in claims
 
 
 def test_ablations_are_read_against_the_papers_directions(tmp_path):
