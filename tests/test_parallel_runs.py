@@ -145,6 +145,11 @@ def test_a_worker_killed_from_outside_raises_naming_the_run_and_the_signal(tmp_p
 @pytest.mark.timeout(600)
 def test_an_interrupt_stops_every_worker(tmp_path, started):
     started.then = lambda name, pid: os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C as the first worker starts
-    with pytest.raises(KeyboardInterrupt):
-        run_experiments(plan(steps=50), tmp_path, jobs=2)
+    # Python's own Ctrl-C handler, even where pytest was started with SIGINT ignored (`cmd &` in a script does that)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_experiments(plan(steps=50), tmp_path, jobs=2)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert started.pids and all(map(gone, started.pids.values()))
