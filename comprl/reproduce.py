@@ -13,8 +13,10 @@ notebooks with that parameter (01-04), which then make that many runs at once, e
 committed reference runs (:data:`REFERENCE_RUNS`: at the cpu profile they are 01's runs) and earlier notebooks'
 runs (02's single-task runs, 03's smaller extractor and 04's plain comp_rl are 01's). Wall times go into
 ``results/<profile>/reproduce.json``, summed over the calls that executed a notebook (a call killed mid-notebook
-keeps its time to the last minute; the time between calls is not counted); the report puts every table next to
-the paper's numbers (:mod:`comprl.paper`) and lists profile, seeds, models, prompts and package versions.
+keeps its time to the last minute; the time between calls is not counted). Calls on different notebooks may run
+side by side, ``taskset`` giving each its cores: each writes only its own entry there, under a file lock. The report
+puts every table next to the paper's numbers (:mod:`comprl.paper`) and lists profile, seeds, models, prompts and
+package versions.
 """
 
 from __future__ import annotations
