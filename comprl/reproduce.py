@@ -24,7 +24,6 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
-import os
 import platform
 import threading
 import time
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pandas as pd
+from filelock import FileLock
 
 from comprl import console, paper
 from comprl.accepted import MODEL_PACKAGES
@@ -209,13 +209,11 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
 def _record_entry(log_path: Path, notebook: str, entry: dict[str, Any]) -> None:
     """Write ``notebook``'s ``entry`` into ``log_path``, keeping every other notebook's entry as the file holds it
     now: two ``comprl reproduce`` calls on different notebooks (one per core, say) share the file, so each one
-    re-reads it under a lock and replaces only its own entry, through a temporary file of its own."""
-    from filelock import FileLock
-
+    re-reads it under a lock and replaces only its own entry (through a temporary file: readers never see half)."""
     with FileLock(log_path.with_name(f"{log_path.name}.lock")):
         latest = json.loads(log_path.read_text()) if log_path.exists() else {}
         latest[notebook] = entry
-        tmp = log_path.with_name(f"{log_path.name}.{os.getpid()}.tmp")
+        tmp = log_path.with_name(f"{log_path.name}.tmp")
         tmp.write_text(json.dumps(latest, indent=2) + "\n")
         tmp.replace(log_path)
 
