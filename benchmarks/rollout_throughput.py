@@ -6,6 +6,8 @@
     taskset -c 1 python benchmarks/rollout_throughput.py --json auto --note "one core"   # -> results/throughput/cpu-...json
     python benchmarks/rollout_throughput.py --model Qwen/Qwen2.5-7B-Instruct --train-model Qwen/Qwen2.5-1.5B-Instruct \\
         --batch 128 --json auto                                  # on a GPU: what the paper profile's planner needs
+    python benchmarks/rollout_throughput.py --model Qwen/Qwen2.5-7B-Instruct --train-model Qwen/Qwen2.5-1.5B-Instruct \\
+        --random-weights --batch 128 --json auto                 # the same on a GPU that cannot download weights
 
 Both arms play the same seeds with the same sampling settings; the script prints each arm's generated tokens,
 wall time and tokens/s, and the ratio batched / sequential (machines are noisy: read the ratio).
@@ -16,9 +18,16 @@ GPU engine that batches and pages its KV cache will do better, decode most of al
 - prefill: ``--batch`` sequences of ``--prompt-tokens`` tokens, one forward pass, no cache; best of 3;
 - decode: ``--decode-tokens`` single-token steps of ``--batch`` sequences on a KV cache of ``--prompt-tokens``;
 - train: one update of comprl's GRPO trainer (full fine-tune: forward, backward, AdamW on fp32 master weights) on
-  ``--train-batch`` sequences of ``--train-tokens`` tokens, half of them the model's own, after a warm-up update
-  (``--train-model`` picks a smaller model where the actor's full fine-tune does not fit one GPU; ``--no-train``
-  skips it). It runs last because it changes the weights.
+  ``--train-batch`` sequences of ``--train-tokens`` tokens, half of them the model's own, best of 2 after a warm-up
+  update of the same shape (``--train-model`` picks a smaller model where the actor's full fine-tune does not fit
+  one GPU; ``--no-train`` skips it). It runs last because it changes the weights.
+
+``--random-weights`` builds both models from their configs with random weights instead of loading them: a forward
+pass, a decode step and an update cost the same whatever the weights hold, so a machine without the weights (or
+without a network) still measures the model's own architecture. A config comes from ``benchmarks/model_configs/``
+(the model card's ``config.json``, its ``/`` written ``--``), from ``--model`` itself where that names a ``.json``
+file, or, for other models, from the hub. It implies ``--no-compare``: a random model's replies mean nothing to an
+environment.
 
 The file records the device, both models with their parameter counts (the planner scales the rates to other models
 by parameters), dtype, batch sizes and the rates; ``auto`` names it ``results/throughput/<device>.json``.
@@ -39,6 +48,7 @@ from pathlib import Path
 
 import torch
 import transformers
+from transformers import AutoConfig, AutoModelForCausalLM
 
 from comprl.config import ActorConfig
 from comprl.envs import make
@@ -46,6 +56,39 @@ from comprl.llm import HFEngine, load_model, resolve_dtype
 from comprl.planner import THROUGHPUT_DIR, THROUGHPUT_FORMAT
 from comprl.rollout import RolloutConfig, Trajectory, run_episodes
 from comprl.trainers.actor import ActorTrainer
+
+
+MODEL_CONFIGS = Path(__file__).resolve().parent / "model_configs"
+"""Model cards' ``config.json`` files for ``--random-weights``, named by model id with ``/`` written ``--``."""
+
+
+def model_config(name: str) -> transformers.PretrainedConfig:
+    """The config of model ``name``: ``name`` itself if it is a ``config.json`` file, else the shipped one in
+    :data:`MODEL_CONFIGS` if there is one, else the hub's."""
+    shipped = Path(name) if name.endswith(".json") else MODEL_CONFIGS / f"{name.replace('/', '--')}.json"
+    if not shipped.is_file():
+        return AutoConfig.from_pretrained(name)
+    fields = json.loads(shipped.read_text())
+    return AutoConfig.for_model(fields.pop("model_type"), **fields)
+
+
+def random_model(name: str, dtype: torch.dtype, device: torch.device) -> transformers.PreTrainedModel:
+    """Model ``name`` with random weights, built in ``dtype`` directly on ``device`` from :func:`model_config`."""
+    config = model_config(name)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    return model.eval()
+
+
+def model_for_rates(name: str, dtype: torch.dtype, device: torch.device, random_weights: bool):
+    """``(model, tokenizer or None, vocabulary size, pad id)`` for the rate measurements."""
+    if random_weights:
+        model = random_model(name, dtype, device)
+        config = model.config
+        pad = config.pad_token_id if config.pad_token_id is not None else config.eos_token_id
+        return model, None, config.vocab_size, pad
+    model, tokenizer = load_model(name, dtype=dtype, device=device)
+    return model, tokenizer, len(tokenizer), tokenizer.pad_token_id
 
 
 def measure(engine: HFEngine, env_id: str, seeds: list[int], rollout: RolloutConfig, max_turns: int, batched: bool) -> dict[str, float]:
@@ -124,12 +167,17 @@ def train_rate(model: transformers.PreTrainedModel, pad_id: int, vocab: int, bat
         return out
 
     advantages = torch.tensor([1.0 if row % 2 else -1.0 for row in range(batch)])
-    trainer.update(sequences(batch, 16), advantages)  # warm-up: builds the AdamW state
-    _sync(device)
-    started = time.perf_counter()
+    # warm-up at the measured shape: builds the AdamW state, and on a GPU the allocator's pool and the kernels'
+    # choices for these shapes (a warm-up on short sequences left the first timed update 5x slower on an H200)
     trainer.update(sequences(batch, length), advantages)
-    _sync(device)
-    return batch * length / (time.perf_counter() - started)
+    best = float("inf")
+    for _ in range(2):
+        _sync(device)
+        started = time.perf_counter()
+        trainer.update(sequences(batch, length), advantages)
+        _sync(device)
+        best = min(best, time.perf_counter() - started)
+    return batch * length / best
 
 
 def device_name(device: torch.device) -> tuple[str, str]:
@@ -175,6 +223,11 @@ def main() -> None:
     parser.add_argument("--train-batch", type=int, default=4, help="sequences in the measured update (--json)")
     parser.add_argument("--train-tokens", type=int, default=512, help="tokens per sequence of the measured update (--json)")
     parser.add_argument("--no-train", action="store_true", help="skip the update measurement (--json)")
+    parser.add_argument(
+        "--random-weights", action="store_true",
+        help=f"build the models from their configs ({MODEL_CONFIGS.parent.name}/{MODEL_CONFIGS.name}/ or the hub) with random "
+        "weights instead of loading them: same cost per token, no weights needed; implies --no-compare",
+    )
     parser.add_argument("--note", default="", help="free text stored in the file (e.g. what else ran on the machine)")
     args = parser.parse_args()
 
@@ -182,12 +235,12 @@ def main() -> None:
     if device.type == "cpu":
         torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
     dtype = resolve_dtype(args.dtype, device)
-    model, tokenizer = load_model(args.model, dtype=dtype, device=device)
-    engine = HFEngine(model, tokenizer)
-    rollout = RolloutConfig(max_new_tokens=args.max_new_tokens, temperature=0.7, response_prefix="<answer>")
-    seeds = list(range(args.episodes))
+    model, tokenizer, vocab, pad_id = model_for_rates(args.model, dtype, device, args.random_weights)
     results = {}
-    if not args.no_compare:
+    if not (args.no_compare or args.random_weights):
+        engine = HFEngine(model, tokenizer)
+        rollout = RolloutConfig(max_new_tokens=args.max_new_tokens, temperature=0.7, response_prefix="<answer>")
+        seeds = list(range(args.episodes))
         measure(engine, args.env, seeds[:1], rollout, 1, batched=True)  # warm-up
         results = {
             "batched": measure(engine, args.env, seeds, rollout, args.turns, batched=True),
@@ -198,11 +251,11 @@ def main() -> None:
             print(f"  {name:10s} tokens={r['tokens']:5.0f} turns={r['turns']:3.0f} wall={r['seconds']:7.1f}s  tokens/s={r['tokens_per_s']:6.1f}")
         ratio = results["batched"]["tokens_per_s"] / results["sequential"]["tokens_per_s"]
         print(f"  ratio batched/sequential tokens/s = {ratio:.2f}x")
+        del engine  # it holds the model, which the update measurement may swap for another
     if args.json is None:
         return
 
     described, slug = device_name(device)
-    vocab = len(tokenizer)
     record = {
         "format": THROUGHPUT_FORMAT,
         "device": described,
@@ -210,6 +263,7 @@ def main() -> None:
         "model": args.model,
         "parameters_b": round(sum(p.numel() for p in model.parameters()) / 1e9, 4),
         "dtype": str(dtype).removeprefix("torch."),
+        "weights": "random, from the model's config (--random-weights)" if args.random_weights else "the model's own",
         "engine": "transformers forward passes (no vLLM)",
         "batch_size": args.batch,
         "prompt_tokens": args.prompt_tokens,
@@ -221,14 +275,16 @@ def main() -> None:
     print(f"  decode:  {record['decode_tokens_per_s']:,.1f} tokens/s (batch {args.batch}, context {args.prompt_tokens})", flush=True)
     if not args.no_train:
         if args.train_model and args.train_model != args.model:
-            del engine, model
-            model, tokenizer = load_model(args.train_model, dtype=dtype, device=device)
+            del model
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            model, tokenizer, vocab, pad_id = model_for_rates(args.train_model, dtype, device, args.random_weights)
         record["train_model"] = args.train_model or args.model
         record["train_parameters_b"] = round(sum(p.numel() for p in model.parameters()) / 1e9, 4)
         record["train_batch_size"] = args.train_batch
         record["train_tokens"] = args.train_tokens
         record["train_tokens_per_s"] = round(
-            train_rate(model, tokenizer.pad_token_id, len(tokenizer), args.train_batch, args.train_tokens), 2
+            train_rate(model, pad_id, vocab, args.train_batch, args.train_tokens), 2
         )
         record["train"] = "full fine-tune: forward, backward and AdamW step with fp32 master weights (comprl ActorTrainer)"
         print(f"  train:   {record['train_tokens_per_s']:,.1f} tokens/s ({args.train_batch} x {args.train_tokens} tokens, "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import math
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from comprl import checkpoint, parallel, planner, reproduce, runs
 from comprl.cli import main
@@ -296,6 +298,38 @@ def test_benchmark_writes_a_file_the_planner_reads(tmp_path):
     assert throughput.device_kind == "cpu" and throughput.device.startswith("CPU: ") and throughput.model == "tiny-random"
     assert throughput.batch_size == 2 and throughput.train_tokens_per_s > 0 and throughput.note == "test"
     assert "expected step time from" in reproduce.dry_run("smoke", throughput=path)
+
+
+def _benchmark_module():
+    spec = importlib.util.spec_from_file_location("rollout_throughput", REPO / "benchmarks" / "rollout_throughput.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_random_weights_measure_an_architecture_without_its_weights(tmp_path):
+    config = {"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 4096, "eos_token_id": 7}
+    (tmp_path / "arch.json").write_text(json.dumps(config))
+    path = tmp_path / "measured.json"
+    subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "rollout_throughput.py"), "--model", str(tmp_path / "arch.json"),
+         "--random-weights", "--device", "cpu", "--batch", "2", "--prompt-tokens", "32", "--decode-tokens", "4",
+         "--train-batch", "2", "--train-tokens", "32", "--json", str(path)],
+        check=True, capture_output=True, cwd=REPO,
+    )
+    record = json.loads(path.read_text())
+    built = _benchmark_module().random_model(str(tmp_path / "arch.json"), torch.float32, torch.device("meta"))
+    assert record["weights"].startswith("random") and "rollout" not in record  # implies --no-compare
+    assert record["parameters_b"] == round(sum(p.numel() for p in built.parameters()) / 1e9, 4) > 0
+    assert planner.load_throughput(path).train_tokens_per_s > 0
+
+
+@pytest.mark.parametrize("model, card_b", [("Qwen/Qwen2.5-7B-Instruct", 7.62), ("Qwen/Qwen2.5-1.5B-Instruct", 1.54)])
+def test_shipped_model_configs_build_the_model_cards_parameter_counts(model, card_b):
+    built = _benchmark_module().random_model(model, torch.bfloat16, torch.device("meta"))  # shapes only, no memory
+    assert math.isclose(sum(p.numel() for p in built.parameters()) / 1e9, card_b, rel_tol=0.005)
+    assert model not in planner.PARAMETERS_B or planner.PARAMETERS_B[model] == card_b
 
 
 def test_each_claim_stands_next_to_the_papers_number_with_the_delta(tmp_path):
