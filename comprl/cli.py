@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import atexit
+import functools
 import logging
 import os
+import shutil
 import sys
+import tempfile
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -50,6 +55,28 @@ def latest_output(notebook: Path, profile: str) -> Path:
     if not found:
         raise SystemExit(f"comprl: --resume: no earlier run of {notebook.stem} with profile {profile} under {REPO_ROOT / 'results'}")
     return found[-1]
+
+
+@functools.cache
+def kernel_manager_class() -> type:
+    """The kernel manager papermill starts each notebook's kernel with. On POSIX the kernel listens on Unix sockets
+    in a private folder of this process (removed at exit) instead of TCP ports: jupyter_client finds free ports,
+    lets go of them, and the kernel binds them a moment later, so on a busy machine another process can take one in
+    between (seen in CI: the kernel's heartbeat thread died with 'Address already in use' and its traceback landed
+    in the run's output)."""
+    from jupyter_client.manager import AsyncKernelManager  # nbclient's default
+
+    if os.name != "posix":
+        return AsyncKernelManager
+    folder = tempfile.mkdtemp(prefix="comprl-kernels-")
+    atexit.register(shutil.rmtree, folder, True)
+
+    class UnixSocketKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs: object) -> None:
+            # each kernel's sockets are <folder>/<name>-1 ... -5: a short path (Unix socket paths stop near 104 bytes)
+            super().__init__(transport="ipc", ip=os.path.join(folder, uuid.uuid4().hex[:12]), **kwargs)
+
+    return UnixSocketKernelManager
 
 
 def run_notebook(name: str, profile: str, params: dict[str, object], output_dir: Path | None, resume: bool = False) -> Path:
@@ -89,6 +116,7 @@ def run_notebook(name: str, profile: str, params: dict[str, object], output_dir:
             stdout_file=sys.stdout,
             stderr_file=sys.stderr,
             extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
+            kernel_manager_class=kernel_manager_class(),
         )
     except papermill.PapermillExecutionError as err:
         raise SystemExit(f"comprl: {notebook.stem} failed: {err.ename}: {err.evalue} (executed copy: {output_dir / notebook.name})")

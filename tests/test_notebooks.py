@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
 
 import duckdb
 import pandas as pd
 
-from comprl.cli import main
+from comprl.cli import kernel_manager_class, main
 
 
 LOG_LINE = re.compile(
@@ -18,6 +20,31 @@ LOG_LINE = re.compile(
 )
 """The lines a headless notebook run may print on stdout: which model a run loads (device, dtype), one per step
 and evaluation, the manager's report."""
+
+
+def test_notebook_kernels_listen_on_unix_sockets_not_tcp_ports():
+    # a TCP port chosen free can be taken by another process before the kernel binds it; a private socket cannot
+    async def session() -> tuple[dict, list[str], list[str]]:
+        manager = kernel_manager_class()(kernel_name="python3")  # async, like nbclient's default
+        await manager.start_kernel(extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
+        info = manager.get_connection_info()
+        sockets = [f"{info['ip']}-{info[name]}" for name in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+        printed: list[str] = []
+        try:
+            client = manager.client()
+            client.start_channels()
+            await client.wait_for_ready(timeout=60)
+            hook = lambda msg: printed.append(msg["content"]["text"]) if msg["msg_type"] == "stream" else None  # noqa: E731
+            reply = await client.execute_interactive("print(6 * 7)", timeout=60, output_hook=hook)
+            assert reply["content"]["status"] == "ok" and all(os.path.exists(path) for path in sockets)
+            client.stop_channels()
+        finally:
+            await manager.shutdown_kernel(now=True)
+        return info, sockets, printed
+
+    info, sockets, printed = asyncio.run(session())
+    assert info["transport"] == "ipc" and os.path.isabs(info["ip"]) and printed == ["42\n"]
+    assert not any(os.path.exists(path) for path in sockets)  # cleaned up with the kernel
 
 
 def test_notebook_01_runs_comp_rl_and_baseline_side_by_side(tmp_path, seeded_bank, capfd):
