@@ -166,10 +166,11 @@ def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> 
     return out
 
 
-def load_metrics(runs: Iterable[Run | str | Path]) -> pd.DataFrame:
-    """Metrics of several runs in one frame, with the run's ``method``, ``env_id``, ``seed`` and ``run`` name."""
+def load_metrics(runs: Run | str | Path | Iterable[Run | str | Path]) -> pd.DataFrame:
+    """Metrics of one run folder or several in one frame, with the run's ``method``, ``env_id``, ``seed`` and
+    ``run`` name."""
     frames = []
-    for run in runs:
+    for run in [runs] if isinstance(runs, (Run, str, Path)) else runs:
         run = run if isinstance(run, Run) else Run(Path(run))
         config = run.config()
         df = run.metrics()

@@ -43,6 +43,14 @@ def test_table_1_averages_each_seed_over_the_tasks_and_gives_the_spread_of_those
     assert row["avg"] == 0.5 and row["avg_sd"] == pytest.approx(math.sqrt(2) * 0.25)  # seed averages 0.25 and 0.75
 
 
+def test_one_run_folder_loads_as_well_as_a_list(tmp_path):
+    run = make_run(tmp_path, "baseline", 0, 0.25, 0.75)
+    for one in (run, run.path, str(run.path)):
+        metrics = load_metrics(one)
+        evals = metrics[metrics["phase"] == "eval"]
+        assert set(metrics["run"]) == {"baseline_seed0"} and list(evals["success_rate"]) == [0.25, 0.75]
+
+
 def test_rollback_keeps_the_rows_a_checkpoint_covers(tmp_path):
     run = make_run(tmp_path, "baseline", 0, 0.0, 1.0, steps=3)
     run.rollback(3)  # the final evaluation was logged after the checkpoint of step 3
