@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import pandas as pd
 from filelock import FileLock
@@ -363,17 +363,28 @@ def write_report(profile: str, results: Path) -> Path:
 
 
 def _claims(root: Path) -> list[str]:
-    """One line per paper claim: the paper's number, ours where the notebook ran, and ours minus the paper's."""
-    out = ["| claim | paper | this run | delta |", "|---|---|---|---|"]
+    """One line per paper claim: the paper's number, ours where the notebook ran, ours minus the paper's, and
+    whether ours points the same way as the paper's from the same reference (:func:`_direction`). At a scale far
+    below the paper's the last column is the one to read; the delta says how far the levels are apart."""
+    out = ["| claim | paper | this run | delta | direction |", "|---|---|---|---|---|"]
 
     def claim(
-        text: str, reported: float | None, ours: float | None, fmt: str = "{:.2f}", unit: str = "", sd: float | None = None
+        text: str,
+        reported: float | None,
+        ours: float | None,
+        fmt: str = "{:.2f}",
+        unit: str = "",
+        sd: float | None = None,
+        versus: tuple[float | None, float | None] | None = None,
     ) -> None:
+        """``versus``: the (paper's, ours) reference that ``reported`` and ``ours`` are read against."""
         shown = [("-" if v is None or pd.isna(v) else fmt.format(v) + unit) for v in (reported, ours)]
         signed = fmt if fmt.startswith("{:+") else fmt.replace("{:", "{:+", 1)  # a delta always shows its sign
         delta = "-" if "-" in shown else signed.format(ours - reported) + unit
         spread = "" if sd is None or pd.isna(sd) or shown[1] == "-" else f" (sd {fmt.format(sd)} over seeds)"
-        out.append(f"| {text} | {shown[0]} | {shown[1]}{spread} | {delta} |")
+        known = versus is not None and "-" not in shown and not any(v is None or pd.isna(v) for v in versus)
+        direction = _direction(reported - versus[0], ours, versus[1]) if known else "-"
+        out.append(f"| {text} | {shown[0]} | {shown[1]}{spread} | {delta} | {direction} |")
 
     def read(notebook: str, name: str) -> pd.DataFrame | None:
         path = root / notebook / name
@@ -384,22 +395,32 @@ def _claims(root: Path) -> list[str]:
         by = single.groupby("method").mean(numeric_only=True)  # one row per seed where there are several
         ratio = _ratio(by.loc["comp_rl", "success_after"], by.loc["baseline", "success_after"])
         fewer = _ratio(by.loc["baseline", "episode_length_after"], by.loc["comp_rl", "episode_length_after"])
-        claim("single task Room: comp_rl / baseline success", paper.SINGLE_TASK_SPEEDUP, ratio, unit="x")
-        claim("single task Room: baseline / comp_rl actions per episode", paper.FEWER_ACTIONS["room"], fewer, unit="x")
+        claim("single task Room: comp_rl / baseline success", paper.SINGLE_TASK_SPEEDUP, ratio, unit="x", versus=(1, 1))
+        fewer_paper = paper.FEWER_ACTIONS["room"]
+        claim("single task Room: baseline / comp_rl actions per episode", fewer_paper, fewer, unit="x", versus=(1, 1))
     table = read("02_multitask", "table1_vs_paper.csv")
     if table is not None:
-        for _, row in table.iterrows():
+        rows = table.set_index("row")
+        baseline = paper.TABLE_ROWS[0][0]  # the row every other row of Table 1 is read against
+        reference = (rows.loc[baseline, "paper_avg"], rows.loc[baseline, "avg"]) if baseline in rows.index else None
+        for label, row in rows.iterrows():
             if not pd.isna(row.get("paper_avg")):
-                claim(f"3-task Table 1, {row['row']}: avg success", row["paper_avg"], row["avg"], sd=row.get("avg_sd"))
+                versus = None if label == baseline else reference
+                claim(f"3-task Table 1, {label}: avg success", row["paper_avg"], row["avg"], sd=row.get("avg_sd"), versus=versus)
+        for method, (guided, plain) in _with_and_without(rows.index).items():
+            paper_gain = rows.loc[guided, "paper_avg"] - rows.loc[plain, "paper_avg"]
+            gain = rows.loc[guided, "avg"] - rows.loc[plain, "avg"]
+            claim(f"3-task Table 1, {method}: eval with experience minus without", paper_gain, gain, "{:+.3f}", versus=(0, 0))
     scaling = read("02_multitask", "task_scaling.csv")
     if scaling is not None:
         for _, row in scaling.iterrows():
             tasks = int(row["tasks_trained"])
-            claim(f"task scaling, {tasks} tasks: gain over baseline", paper.TASK_SCALING_GAIN.get(tasks), row["gain"], "{:+.3f}")
+            gain = paper.TASK_SCALING_GAIN.get(tasks)
+            claim(f"task scaling, {tasks} tasks: gain over baseline", gain, row["gain"], "{:+.3f}", versus=(0, 0))
     sizes = read("03_extractor_size", "summary.csv")
     if sizes is not None and len(sizes) >= 2 and "guided_success_after" in sizes:
         gain = sizes["guided_success_after"].iloc[-1] - sizes["guided_success_after"].iloc[0]
-        claim("larger extractor: avg success gain", paper.LARGER_EXTRACTOR_GAIN, gain, "{:+.3f}")
+        claim("larger extractor: avg success gain", paper.LARGER_EXTRACTOR_GAIN, gain, "{:+.3f}", versus=(0, 0))
     ablations = read("04_ablations", "summary.csv")
     if ablations is not None and "comp_rl" in set(ablations["variant"]):
         out += _ablation_claims(ablations.set_index("variant"), read("04_ablations", "metrics.csv"))
@@ -407,7 +428,7 @@ def _claims(root: Path) -> list[str]:
     if latency is not None and "rollout_ratio" in latency:
         ratios = latency.loc[latency["mode"] == "async", "rollout_ratio"]
         if not ratios.empty:
-            out.append(f"| background track: rollout time vs baseline | 0.98-1.00x | {ratios.min():.2f}-{ratios.max():.2f}x | - |")
+            out.append(f"| background track: rollout time vs baseline | 0.98-1.00x | {ratios.min():.2f}-{ratios.max():.2f}x | - | - |")
     return out if len(out) > 2 else ["No notebook results yet."]
 
 
@@ -424,15 +445,15 @@ def _ablation_claims(summary: pd.DataFrame, metrics: pd.DataFrame | None) -> lis
         sds = summary.loc[[variant, "comp_rl"], "guided_success_after_sd"] if "guided_success_after_sd" in summary else None
         spread = "" if sds is None or sds.isna().any() else f" (sd over seeds {sds.iloc[0]:.3f}, comp_rl {sds.iloc[1]:.3f})"
         rows.append(
-            f"| ablation {variant}: held-out success with experience, minus comp_rl's | lower | {gap:+.3f}{spread} | "
-            f"{'same direction' if gap < 0 else 'not reproduced'} |"
+            f"| ablation {variant}: held-out success with experience, minus comp_rl's | lower | {gap:+.3f}{spread} | - | "
+            f"{_direction(-1, gap, 0)} |"
         )
         if direction == "collapse" and reference is not None:
             fall = _fall(metrics, variant)
             if fall is not None:
                 rows.append(
                     f"| ablation {variant}: training success, last quarter of the run minus its best quarter "
-                    f"(comp_rl: {reference:+.3f}) | a collapse | {fall:+.3f} | "
+                    f"(comp_rl: {reference:+.3f}) | a collapse | {fall:+.3f} | - | "
                     f"{'falls further than comp_rl' if fall < reference else 'not reproduced'} |"
                 )
     return rows
@@ -444,6 +465,24 @@ def _fall(metrics: pd.DataFrame, variant: str) -> float | None:
     curve = metrics[(metrics.variant == variant) & (metrics.phase == "train")].groupby("step")["success_rate"].mean()
     windows = curve.rolling(max(len(curve) // 4, 1)).mean().dropna()
     return None if windows.empty else float(windows.iloc[-1] - windows.max())
+
+
+def _with_and_without(labels: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """Methods with both a "with exp." and a "without exp." row of Table 1 among ``labels``: method -> (the row
+    evaluated with experience, the row without)."""
+    present = set(labels)
+    rows = [(method, label, guided) for label, method, guided in paper.TABLE_ROWS if label in present]
+    guided = {method: label for method, label, with_experience in rows if with_experience}
+    plain = {method: label for method, label, with_experience in rows if not with_experience}
+    return {method: (guided[method], plain[method]) for method in guided if method in plain}
+
+
+def _direction(paper_change: float, ours: float, our_reference: float) -> str:
+    """"same direction" where ours moved from its reference the way the paper's number moved from the paper's
+    (``paper_change``: the paper's number minus its reference), "not reproduced" where it moved the other way or not
+    at all."""
+    change = round(ours - our_reference, 9)  # means of the same numbers differ by rounding, not by a direction
+    return "same direction" if change and (change > 0) == (paper_change > 0) else "not reproduced"
 
 
 def _ratio(a: float, b: float) -> float | None:

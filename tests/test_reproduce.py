@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from comprl import checkpoint, parallel, planner, reproduce, runs
+from comprl import checkpoint, paper, parallel, planner, reproduce, runs
 from comprl.cli import main
 from comprl.config import make_config
 from comprl.envs import ENV_IDS
@@ -35,7 +35,7 @@ def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_pat
     report = (results / "REPORT.md").read_text()
     assert "## 01_single_task" in report and "![learning_curve](smoke/01_single_task/learning_curve.png)" in report
     assert "| single task Room: comp_rl / baseline success | 1.30x | " in report  # the paper's number beside ours
-    assert report.count("| claim | paper | this run | delta |") == 1
+    assert report.count("| claim | paper | this run | delta | direction |") == 1
     assert "Actor instruction, `comprl/Room-Ultimate-5x5-v0`" in report and "transformers " in report
     assert "## 02_multitask\n\nNot run." in report and "Notes from" not in report
     (root / reproduce.NOTES).write_text("Paused twice for CI.\n")
@@ -332,30 +332,45 @@ def test_shipped_model_configs_build_the_model_cards_parameter_counts(model, car
     assert model not in planner.PARAMETERS_B or planner.PARAMETERS_B[model] == card_b
 
 
-def test_each_claim_stands_next_to_the_papers_number_with_the_delta(tmp_path):
+def test_each_claim_stands_next_to_the_papers_number_with_the_delta_and_the_direction(tmp_path):
     (tmp_path / "01_single_task").mkdir()
     rows = "method,success_after,episode_length_after\nbaseline,0.5,4.0\ncomp_rl,0.25,5.0\nbaseline,0.7,4.0\ncomp_rl,0.35,5.0\n"
     (tmp_path / "01_single_task" / "summary.csv").write_text(rows)
     claims = reproduce._claims(tmp_path)
-    assert claims[0] == "| claim | paper | this run | delta |"
-    assert "| single task Room: comp_rl / baseline success | 1.30x | 0.50x | -0.80x |" in claims
-    assert "| single task Room: baseline / comp_rl actions per episode | 1.50x | 0.80x | -0.70x |" in claims
-    (tmp_path / "01_single_task" / "summary.csv").write_text("method,success_after,episode_length_after\nbaseline,0,4\ncomp_rl,0.1,5\n")
-    assert "| single task Room: comp_rl / baseline success | 1.30x | - | - |" in reproduce._claims(tmp_path)  # baseline 0
-    (tmp_path / "02_multitask").mkdir()
-    table = "row,avg,avg_sd,paper_avg\nBaseline GRPO (no experience),0.25,0.05,0.75\nExperience only (actor frozen),0.1,,0.33\n"
-    (tmp_path / "02_multitask" / "table1_vs_paper.csv").write_text(table)
+    assert claims[0] == "| claim | paper | this run | delta | direction |"
+    # the paper's ratios are above 1, ours below: the other way
+    assert "| single task Room: comp_rl / baseline success | 1.30x | 0.50x | -0.80x | not reproduced |" in claims
+    assert "| single task Room: baseline / comp_rl actions per episode | 1.50x | 0.80x | -0.70x | not reproduced |" in claims
+    (tmp_path / "01_single_task" / "summary.csv").write_text("method,success_after,episode_length_after\nbaseline,0,4\ncomp_rl,0.1,3\n")
     claims = reproduce._claims(tmp_path)
-    assert "| 3-task Table 1, Baseline GRPO (no experience): avg success | 0.75 | 0.25 (sd 0.05 over seeds) | -0.50 |" in claims
-    assert "| 3-task Table 1, Experience only (actor frozen): avg success | 0.33 | 0.10 | -0.23 |" in claims  # one seed
-    (tmp_path / "02_multitask" / "task_scaling.csv").write_text("tasks_trained,gain\n3,0.01\n6,-0.02\n")
+    assert "| single task Room: comp_rl / baseline success | 1.30x | - | - | - |" in claims  # baseline 0: no ratio
+    assert "| single task Room: baseline / comp_rl actions per episode | 1.50x | 1.33x | -0.17x | same direction |" in claims
+    (tmp_path / "02_multitask").mkdir()
+    table = pd.DataFrame(
+        [(label, ours, sd, paper.TABLE_1_3_TASK[label]["avg"]) for (label, _, _), ours, sd in zip(
+            paper.TABLE_ROWS, (0.25, 0.3, 0.3, 0.1, 0.35, 0.3), (0.05, 0.1, 0.1, None, 0.1, 0.1)
+        )],
+        columns=["row", "avg", "avg_sd", "paper_avg"],
+    )
+    table.to_csv(tmp_path / "02_multitask" / "table1_vs_paper.csv", index=False)
+    claims = reproduce._claims(tmp_path)
+    assert "| 3-task Table 1, Baseline GRPO (no experience): avg success | 0.75 | 0.25 (sd 0.05 over seeds) | -0.50 | - |" in claims
+    # read against our baseline (0.25): the paper's exp_only and static rows are below its baseline, ours above
+    assert "| 3-task Table 1, Experience only (actor frozen): avg success | 0.33 | 0.10 | -0.23 | same direction |" in claims
+    assert "| 3-task Table 1, Static online experience, eval with exp.: avg success | 0.59 | 0.30 (sd 0.10 over seeds) | -0.29 | not reproduced |" in claims
+    assert "| 3-task Table 1, Complementary RL, eval with exp.: avg success | 0.82 | 0.35 (sd 0.10 over seeds) | -0.47 | same direction |" in claims
+    # with experience minus without: the paper's +0.05 (static) and +0.04 (comp_rl)
+    assert "| 3-task Table 1, static: eval with experience minus without | +0.050 | +0.000 | -0.050 | not reproduced |" in claims
+    assert "| 3-task Table 1, comp_rl: eval with experience minus without | +0.040 | +0.050 | +0.010 | same direction |" in claims
+    (tmp_path / "02_multitask" / "task_scaling.csv").write_text("tasks_trained,gain\n1,0.05\n3,0.01\n6,-0.02\n")
     (tmp_path / "03_extractor_size").mkdir()
     sizes = "extractor,guided_success_after\nSmolLM2-135M,0.29\nGemma3-270M,0.22\n"
     (tmp_path / "03_extractor_size" / "summary.csv").write_text(sizes)
     claims = reproduce._claims(tmp_path)  # claims whose own format is signed
-    assert "| task scaling, 3 tasks: gain over baseline | +0.066 | +0.010 | -0.056 |" in claims
-    assert "| task scaling, 6 tasks: gain over baseline | +0.081 | -0.020 | -0.101 |" in claims
-    assert "| larger extractor: avg success gain | +0.050 | -0.070 | -0.120 |" in claims
+    assert "| task scaling, 1 tasks: gain over baseline | - | +0.050 | - | - |" in claims  # the paper has no 1-task point
+    assert "| task scaling, 3 tasks: gain over baseline | +0.066 | +0.010 | -0.056 | same direction |" in claims
+    assert "| task scaling, 6 tasks: gain over baseline | +0.081 | -0.020 | -0.101 | not reproduced |" in claims
+    assert "| larger extractor: avg success gain | +0.050 | -0.070 | -0.120 | not reproduced |" in claims
 
 
 def test_ablations_are_read_against_the_papers_directions(tmp_path):
@@ -371,14 +386,14 @@ def test_ablations_are_read_against_the_papers_directions(tmp_path):
     claims = reproduce._claims(tmp_path)
     assert (
         "| ablation no_merge: held-out success with experience, minus comp_rl's | lower | -0.100 (sd over seeds 0.050, "
-        "comp_rl 0.100) | same direction |"
+        "comp_rl 0.100) | - | same direction |"
     ) in claims
     # one seed: no spread to show
-    assert "| ablation no_search_and_ask: held-out success with experience, minus comp_rl's | lower | +0.100 | not reproduced |" in claims
+    assert "| ablation no_search_and_ask: held-out success with experience, minus comp_rl's | lower | +0.100 | - | not reproduced |" in claims
     # quarters of 2 steps: comp_rl's last (0.6) is its best; no_split_advantages falls from 0.6 to 0.0
     assert (
         "| ablation no_split_advantages: training success, last quarter of the run minus its best quarter "
-        "(comp_rl: +0.000) | a collapse | -0.600 | falls further than comp_rl |"
+        "(comp_rl: +0.000) | a collapse | -0.600 | - | falls further than comp_rl |"
     ) in claims
     assert not any("shared_weights" in claim for claim in claims)  # not run: no line
 
