@@ -415,8 +415,8 @@ def _claims(root: Path) -> list[str]:
     if scaling is not None:
         for _, row in scaling.iterrows():
             tasks = int(row["tasks_trained"])
-            gain = paper.TASK_SCALING_GAIN.get(tasks)
-            claim(f"task scaling, {tasks} tasks: gain over baseline", gain, row["gain"], "{:+.3f}", versus=(0, 0))
+            reported = paper.TASK_SCALING_GAIN.get(tasks)
+            claim(f"task scaling, {tasks} tasks: gain over baseline", reported, row["gain"], "{:+.3f}", versus=(0, 0))
     sizes = read("03_extractor_size", "summary.csv")
     if sizes is not None and len(sizes) >= 2 and "guided_success_after" in sizes:
         gain = sizes["guided_success_after"].iloc[-1] - sizes["guided_success_after"].iloc[0]
@@ -471,9 +471,9 @@ def _with_and_without(labels: Iterable[str]) -> dict[str, tuple[str, str]]:
     """Methods with both a "with exp." and a "without exp." row of Table 1 among ``labels``: method -> (the row
     evaluated with experience, the row without)."""
     present = set(labels)
-    rows = [(method, label, guided) for label, method, guided in paper.TABLE_ROWS if label in present]
-    guided = {method: label for method, label, with_experience in rows if with_experience}
-    plain = {method: label for method, label, with_experience in rows if not with_experience}
+    rows = [row for row in paper.TABLE_ROWS if row[0] in present]
+    guided = {method: label for label, method, with_experience in rows if with_experience}
+    plain = {method: label for label, method, with_experience in rows if not with_experience}
     return {method: (guided[method], plain[method]) for method in guided if method in plain}
 
 
