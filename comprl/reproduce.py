@@ -332,7 +332,8 @@ def write_report(profile: str, results: Path) -> Path:
         "",
         f"Written {datetime.now(timezone.utc).isoformat(timespec='seconds')} by `comprl reproduce --profile {profile}`. "
         "Paper: Complementary RL (arXiv 2603.17621). The paper's claims are about 7B actors; read this profile's "
-        "numbers as a check of direction at its scale, with the spread over seeds.",
+        "numbers as a check of direction at its scale, with the spread over seeds. A direction marked \"within the seed "
+        f"noise\" rests on a change smaller than {NOISE_ERRORS:g} standard errors of the difference of means over seeds.",
         "",
         "## Claims",
         "",
@@ -376,14 +377,16 @@ def _claims(root: Path) -> list[str]:
         unit: str = "",
         sd: float | None = None,
         versus: tuple[float | None, float | None] | None = None,
+        change: tuple[float, float | None] | None = None,
     ) -> None:
-        """``versus``: the (paper's, ours) reference that ``reported`` and ``ours`` are read against."""
+        """``versus``: the (paper's, ours) reference that ``reported`` and ``ours`` are read against; ``change``:
+        our difference of means behind that reading and its standard error (:func:`_standard_error`)."""
         shown = [("-" if v is None or pd.isna(v) else fmt.format(v) + unit) for v in (reported, ours)]
         signed = fmt if fmt.startswith("{:+") else fmt.replace("{:", "{:+", 1)  # a delta always shows its sign
         delta = "-" if "-" in shown else signed.format(ours - reported) + unit
         spread = "" if sd is None or pd.isna(sd) or shown[1] == "-" else f" (sd {fmt.format(sd)} over seeds)"
         known = versus is not None and "-" not in shown and not any(v is None or pd.isna(v) for v in versus)
-        direction = _direction(reported - versus[0], ours, versus[1]) if known else "-"
+        direction = _direction(reported - versus[0], ours, versus[1]) + _noise(*(change or (0, None))) if known else "-"
         out.append(f"| {text} | {shown[0]} | {shown[1]}{spread} | {delta} | {direction} |")
 
     def read(notebook: str, name: str) -> pd.DataFrame | None:
@@ -393,34 +396,51 @@ def _claims(root: Path) -> list[str]:
     single = read("01_single_task", "summary.csv")
     if single is not None and {"baseline", "comp_rl"} <= set(single["method"]):
         by = single.groupby("method").mean(numeric_only=True)  # one row per seed where there are several
+
+        def under_ratio(column: str, minuend: str, subtrahend: str) -> tuple[float, float | None]:
+            """The difference of means behind a ratio's side of 1, and its standard error (``<column>_sd``)."""
+            sides = [(by.loc[m].get(f"{column}_sd"), by.loc[m].get("seeds")) for m in (minuend, subtrahend)]
+            return by.loc[minuend, column] - by.loc[subtrahend, column], _standard_error(*sides)
+
         ratio = _ratio(by.loc["comp_rl", "success_after"], by.loc["baseline", "success_after"])
         fewer = _ratio(by.loc["baseline", "episode_length_after"], by.loc["comp_rl", "episode_length_after"])
-        claim("single task Room: comp_rl / baseline success", paper.SINGLE_TASK_SPEEDUP, ratio, unit="x", versus=(1, 1))
-        fewer_paper = paper.FEWER_ACTIONS["room"]
-        claim("single task Room: baseline / comp_rl actions per episode", fewer_paper, fewer, unit="x", versus=(1, 1))
+        claim(
+            "single task Room: comp_rl / baseline success", paper.SINGLE_TASK_SPEEDUP, ratio, unit="x", versus=(1, 1),
+            change=under_ratio("success_after", "comp_rl", "baseline"),
+        )
+        claim(
+            "single task Room: baseline / comp_rl actions per episode", paper.FEWER_ACTIONS["room"], fewer, unit="x",
+            versus=(1, 1), change=under_ratio("episode_length_after", "baseline", "comp_rl"),
+        )
+    baseline = paper.TABLE_ROWS[0][0]  # the row every other row of Table 1 is read against
+    full_method = next(label for label, method, guided in paper.TABLE_ROWS if method == "comp_rl" and guided)
     table = read("02_multitask", "table1_vs_paper.csv")
     if table is not None:
         rows = table.set_index("row")
-        baseline = paper.TABLE_ROWS[0][0]  # the row every other row of Table 1 is read against
         reference = (rows.loc[baseline, "paper_avg"], rows.loc[baseline, "avg"]) if baseline in rows.index else None
         for label, row in rows.iterrows():
             if not pd.isna(row.get("paper_avg")):
                 versus = None if label == baseline else reference
-                claim(f"3-task Table 1, {label}: avg success", row["paper_avg"], row["avg"], sd=row.get("avg_sd"), versus=versus)
+                change = _row_change(rows, label, baseline) if versus else None
+                text = f"3-task Table 1, {label}: avg success"
+                claim(text, row["paper_avg"], row["avg"], sd=row.get("avg_sd"), versus=versus, change=change)
         for method, (guided, plain) in _with_and_without(rows.index).items():
             paper_gain = rows.loc[guided, "paper_avg"] - rows.loc[plain, "paper_avg"]
-            gain = rows.loc[guided, "avg"] - rows.loc[plain, "avg"]
-            claim(f"3-task Table 1, {method}: eval with experience minus without", paper_gain, gain, "{:+.3f}", versus=(0, 0))
-    scaling = read("02_multitask", "task_scaling.csv")
+            gain = _row_change(rows, guided, plain)
+            text = f"3-task Table 1, {method}: eval with experience minus without"
+            claim(text, paper_gain, gain[0], "{:+.3f}", versus=(0, 0), change=gain)
+    scaling, every_table = read("02_multitask", "task_scaling.csv"), read("02_multitask", "table1.csv")
     if scaling is not None:
         for _, row in scaling.iterrows():
             tasks = int(row["tasks_trained"])
             reported = paper.TASK_SCALING_GAIN.get(tasks)
-            claim(f"task scaling, {tasks} tasks: gain over baseline", reported, row["gain"], "{:+.3f}", versus=(0, 0))
+            mixture = None if every_table is None else every_table[every_table["tasks"] == row.get("tasks")].set_index("row")
+            gain = None if mixture is None or mixture.empty else _row_change(mixture, full_method, baseline)
+            claim(f"task scaling, {tasks} tasks: gain over baseline", reported, row["gain"], "{:+.3f}", versus=(0, 0), change=gain)
     sizes = read("03_extractor_size", "summary.csv")
     if sizes is not None and len(sizes) >= 2 and "guided_success_after" in sizes:
-        gain = sizes["guided_success_after"].iloc[-1] - sizes["guided_success_after"].iloc[0]
-        claim("larger extractor: avg success gain", paper.LARGER_EXTRACTOR_GAIN, gain, "{:+.3f}", versus=(0, 0))
+        gain = _summary_change(sizes.iloc[-1], sizes.iloc[0])
+        claim("larger extractor: avg success gain", paper.LARGER_EXTRACTOR_GAIN, gain[0], "{:+.3f}", versus=(0, 0), change=gain)
     ablations = read("04_ablations", "summary.csv")
     if ablations is not None and "comp_rl" in set(ablations["variant"]):
         out += _ablation_claims(ablations.set_index("variant"), read("04_ablations", "metrics.csv"))
@@ -441,12 +461,12 @@ def _ablation_claims(summary: pd.DataFrame, metrics: pd.DataFrame | None) -> lis
     for variant, direction in paper.ABLATIONS.items():
         if variant not in summary.index:
             continue
-        gap = summary.loc[variant, "guided_success_after"] - summary.loc["comp_rl", "guided_success_after"]
+        gap, error = _summary_change(summary.loc[variant], summary.loc["comp_rl"])
         sds = summary.loc[[variant, "comp_rl"], "guided_success_after_sd"] if "guided_success_after_sd" in summary else None
         spread = "" if sds is None or sds.isna().any() else f" (sd over seeds {sds.iloc[0]:.3f}, comp_rl {sds.iloc[1]:.3f})"
         rows.append(
             f"| ablation {variant}: held-out success with experience, minus comp_rl's | lower | {gap:+.3f}{spread} | - | "
-            f"{_direction(-1, gap, 0)} |"
+            f"{_direction(-1, gap, 0)}{_noise(gap, error)} |"
         )
         if direction == "collapse" and reference is not None:
             fall = _fall(metrics, variant)
@@ -483,6 +503,37 @@ def _direction(paper_change: float, ours: float, our_reference: float) -> str:
     at all."""
     change = round(ours - our_reference, 9)  # means of the same numbers differ by rounding, not by a direction
     return "same direction" if change and (change > 0) == (paper_change > 0) else "not reproduced"
+
+
+NOISE_ERRORS = 2.0
+"""A change of our means smaller than this many standard errors is flagged "within the seed noise" in REPORT.md
+(about a 95% interval that holds 0). Source: comprl's."""
+
+
+def _noise(change: float, error: float | None) -> str:
+    """The qualifier a direction gets where ``change`` is within :data:`NOISE_ERRORS` standard errors of 0."""
+    return ", within the seed noise" if error is not None and abs(change) < NOISE_ERRORS * error else ""
+
+
+def _standard_error(*sides: tuple[Any, Any]) -> float | None:
+    """The standard error of a difference of means over seeds, each side given as (sd over seeds, seeds) and taken
+    as independent (for two evaluations of the same runs, which move together, that overstates the error); None where
+    a side has under two seeds."""
+    if any(sd is None or seeds is None or pd.isna(sd) or pd.isna(seeds) or seeds < 2 for sd, seeds in sides):
+        return None
+    return float(sum(sd**2 / seeds for sd, seeds in sides) ** 0.5)
+
+
+def _row_change(rows: pd.DataFrame, label: str, reference: str) -> tuple[float, float | None]:
+    """Table 1 row ``label``'s average minus row ``reference``'s, and its standard error (``avg_sd``, ``seeds``)."""
+    sides = [(rows.loc[r].get("avg_sd"), rows.loc[r].get("seeds")) for r in (label, reference)]
+    return rows.loc[label, "avg"] - rows.loc[reference, "avg"], _standard_error(*sides)
+
+
+def _summary_change(row: pd.Series, reference: pd.Series) -> tuple[float, float | None]:
+    """A summary row's held-out success with experience minus the reference row's, and its standard error."""
+    sides = [(r.get("guided_success_after_sd"), r.get("seeds")) for r in (row, reference)]
+    return row["guided_success_after"] - reference["guided_success_after"], _standard_error(*sides)
 
 
 def _ratio(a: float, b: float) -> float | None:

@@ -203,6 +203,7 @@ def summary_table(metrics: pd.DataFrame) -> pd.DataFrame:
         "success_after": ("success_rate_after", "mean"),
         "success_after_sd": ("success_rate_after", "std"),
         "episode_length_after": ("mean_episode_length", "mean"),
+        "episode_length_after_sd": ("mean_episode_length", "std"),
         "invalid_action_rate_after": ("invalid_action_rate", "mean"),
     }
     if "guided_success_rate" in merged:

@@ -373,6 +373,42 @@ def test_each_claim_stands_next_to_the_papers_number_with_the_delta_and_the_dire
     assert "| larger extractor: avg success gain | +0.050 | -0.070 | -0.120 | not reproduced |" in claims
 
 
+def test_a_direction_resting_on_less_than_two_standard_errors_is_marked_as_seed_noise(tmp_path):
+    (tmp_path / "02_multitask").mkdir()
+    # (row, avg, sd over seeds): the baseline at 0.25 (sd 0.05), three seeds each
+    ours = [(0.25, 0.05), (0.30, 0.10), (0.60, 0.01), (0.10, None), (0.35, 0.10), (0.30, 0.10)]
+    table = pd.DataFrame(
+        [(label, "3-task", 3, avg, sd, paper.TABLE_1_3_TASK[label]["avg"]) for (label, _, _), (avg, sd) in zip(paper.TABLE_ROWS, ours)],
+        columns=["row", "tasks", "seeds", "avg", "avg_sd", "paper_avg"],
+    )
+    table.to_csv(tmp_path / "02_multitask" / "table1_vs_paper.csv", index=False)
+    table.drop(columns="paper_avg").to_csv(tmp_path / "02_multitask" / "table1.csv", index=False)
+    (tmp_path / "02_multitask" / "task_scaling.csv").write_text("tasks,tasks_trained,gain\n3-task,3,0.10\n")
+    (tmp_path / "04_ablations").mkdir()
+    summary = "variant,seeds,guided_success_after,guided_success_after_sd\ncomp_rl,3,0.5,0.01\nno_merge,3,0.4,0.01\nshared_weights,3,0.45,0.1\n"
+    (tmp_path / "04_ablations" / "summary.csv").write_text(summary)
+    (tmp_path / "01_single_task").mkdir()
+    single = (
+        "method,seeds,success_after,success_after_sd,episode_length_after,episode_length_after_sd\n"
+        "baseline,3,0.56,0.25,4.5,0.2\ncomp_rl,3,0.29,0.08,5.1,1.0\n"
+    )
+    (tmp_path / "01_single_task" / "summary.csv").write_text(single)
+    claims = "\n".join(reproduce._claims(tmp_path))
+    # the ratios are read on the difference of means under them: -0.27 against an error of 0.15, -0.6 against 0.59
+    assert "| single task Room: comp_rl / baseline success | 1.30x | 0.52x | -0.78x | not reproduced, within the seed noise |" in claims
+    assert "| single task Room: baseline / comp_rl actions per episode | 1.50x | 0.88x | -0.62x | not reproduced, within the seed noise |" in claims
+    # comp_rl +0.10 over the baseline, standard error sqrt(0.05^2/3 + 0.10^2/3) = 0.065: inside 2 errors
+    assert "| 3-task Table 1, Complementary RL, eval with exp.: avg success | 0.82 | 0.35 (sd 0.10 over seeds) | -0.47 | same direction, within the seed noise |" in claims
+    assert "Static online experience, eval with exp.: avg success | 0.59 | 0.30 (sd 0.10 over seeds) | -0.29 | not reproduced, within the seed noise |" in claims
+    # +0.35 against an error of 0.029: a direction the seeds agree on, here the wrong one
+    assert "Static online experience, eval without exp.: avg success | 0.54 | 0.60 (sd 0.01 over seeds) | +0.06 | not reproduced |" in claims
+    assert "Experience only (actor frozen): avg success | 0.33 | 0.10 | -0.23 | same direction |" in claims  # one sd unknown
+    assert "| 3-task Table 1, comp_rl: eval with experience minus without | +0.040 | +0.050 | +0.010 | same direction, within the seed noise |" in claims
+    assert "| task scaling, 3 tasks: gain over baseline | +0.066 | +0.100 | +0.034 | same direction, within the seed noise |" in claims
+    assert "| ablation no_merge: held-out success with experience, minus comp_rl's | lower | -0.100 (sd over seeds 0.010, comp_rl 0.010) | - | same direction |" in claims
+    assert "| ablation shared_weights: held-out success with experience, minus comp_rl's | lower | -0.050 (sd over seeds 0.100, comp_rl 0.010) | - | same direction, within the seed noise |" in claims
+
+
 def test_ablations_are_read_against_the_papers_directions(tmp_path):
     (tmp_path / "04_ablations").mkdir()
     summary = (
