@@ -396,21 +396,15 @@ def _claims(root: Path) -> list[str]:
     single = read("01_single_task", "summary.csv")
     if single is not None and {"baseline", "comp_rl"} <= set(single["method"]):
         by = single.groupby("method").mean(numeric_only=True)  # one row per seed where there are several
-
-        def under_ratio(column: str, minuend: str, subtrahend: str) -> tuple[float, float | None]:
-            """The difference of means behind a ratio's side of 1, and its standard error (``<column>_sd``)."""
-            sides = [(by.loc[m].get(f"{column}_sd"), by.loc[m].get("seeds")) for m in (minuend, subtrahend)]
-            return by.loc[minuend, column] - by.loc[subtrahend, column], _standard_error(*sides)
-
         ratio = _ratio(by.loc["comp_rl", "success_after"], by.loc["baseline", "success_after"])
         fewer = _ratio(by.loc["baseline", "episode_length_after"], by.loc["comp_rl", "episode_length_after"])
         claim(
             "single task Room: comp_rl / baseline success", paper.SINGLE_TASK_SPEEDUP, ratio, unit="x", versus=(1, 1),
-            change=under_ratio("success_after", "comp_rl", "baseline"),
+            change=_change(by, "success_after", "comp_rl", "baseline"),
         )
         claim(
             "single task Room: baseline / comp_rl actions per episode", paper.FEWER_ACTIONS["room"], fewer, unit="x",
-            versus=(1, 1), change=under_ratio("episode_length_after", "baseline", "comp_rl"),
+            versus=(1, 1), change=_change(by, "episode_length_after", "baseline", "comp_rl"),
         )
     baseline = paper.TABLE_ROWS[0][0]  # the row every other row of Table 1 is read against
     full_method = next(label for label, method, guided in paper.TABLE_ROWS if method == "comp_rl" and guided)
@@ -421,12 +415,12 @@ def _claims(root: Path) -> list[str]:
         for label, row in rows.iterrows():
             if not pd.isna(row.get("paper_avg")):
                 versus = None if label == baseline else reference
-                change = _row_change(rows, label, baseline) if versus else None
+                change = _change(rows, "avg", label, baseline) if versus else None
                 text = f"3-task Table 1, {label}: avg success"
                 claim(text, row["paper_avg"], row["avg"], sd=row.get("avg_sd"), versus=versus, change=change)
         for method, (guided, plain) in _with_and_without(rows.index).items():
             paper_gain = rows.loc[guided, "paper_avg"] - rows.loc[plain, "paper_avg"]
-            gain = _row_change(rows, guided, plain)
+            gain = _change(rows, "avg", guided, plain)
             text = f"3-task Table 1, {method}: eval with experience minus without"
             claim(text, paper_gain, gain[0], "{:+.3f}", versus=(0, 0), change=gain)
     scaling, every_table = read("02_multitask", "task_scaling.csv"), read("02_multitask", "table1.csv")
@@ -435,11 +429,11 @@ def _claims(root: Path) -> list[str]:
             tasks = int(row["tasks_trained"])
             reported = paper.TASK_SCALING_GAIN.get(tasks)
             mixture = None if every_table is None else every_table[every_table["tasks"] == row.get("tasks")].set_index("row")
-            gain = None if mixture is None or mixture.empty else _row_change(mixture, full_method, baseline)
+            gain = None if mixture is None or mixture.empty else _change(mixture, "avg", full_method, baseline)
             claim(f"task scaling, {tasks} tasks: gain over baseline", reported, row["gain"], "{:+.3f}", versus=(0, 0), change=gain)
     sizes = read("03_extractor_size", "summary.csv")
     if sizes is not None and len(sizes) >= 2 and "guided_success_after" in sizes:
-        gain = _summary_change(sizes.iloc[-1], sizes.iloc[0])
+        gain = _change(sizes.reset_index(drop=True), "guided_success_after", len(sizes) - 1, 0)  # the last minus the first
         claim("larger extractor: avg success gain", paper.LARGER_EXTRACTOR_GAIN, gain[0], "{:+.3f}", versus=(0, 0), change=gain)
     ablations = read("04_ablations", "summary.csv")
     if ablations is not None and "comp_rl" in set(ablations["variant"]):
@@ -461,7 +455,7 @@ def _ablation_claims(summary: pd.DataFrame, metrics: pd.DataFrame | None) -> lis
     for variant, direction in paper.ABLATIONS.items():
         if variant not in summary.index:
             continue
-        gap, error = _summary_change(summary.loc[variant], summary.loc["comp_rl"])
+        gap, error = _change(summary, "guided_success_after", variant, "comp_rl")
         sds = summary.loc[[variant, "comp_rl"], "guided_success_after_sd"] if "guided_success_after_sd" in summary else None
         spread = "" if sds is None or sds.isna().any() else f" (sd over seeds {sds.iloc[0]:.3f}, comp_rl {sds.iloc[1]:.3f})"
         rows.append(
@@ -524,16 +518,11 @@ def _standard_error(*sides: tuple[Any, Any]) -> float | None:
     return float(sum(sd**2 / seeds for sd, seeds in sides) ** 0.5)
 
 
-def _row_change(rows: pd.DataFrame, label: str, reference: str) -> tuple[float, float | None]:
-    """Table 1 row ``label``'s average minus row ``reference``'s, and its standard error (``avg_sd``, ``seeds``)."""
-    sides = [(rows.loc[r].get("avg_sd"), rows.loc[r].get("seeds")) for r in (label, reference)]
-    return rows.loc[label, "avg"] - rows.loc[reference, "avg"], _standard_error(*sides)
-
-
-def _summary_change(row: pd.Series, reference: pd.Series) -> tuple[float, float | None]:
-    """A summary row's held-out success with experience minus the reference row's, and its standard error."""
-    sides = [(r.get("guided_success_after_sd"), r.get("seeds")) for r in (row, reference)]
-    return row["guided_success_after"] - reference["guided_success_after"], _standard_error(*sides)
+def _change(rows: pd.DataFrame, column: str, label: Any, reference: Any) -> tuple[float, float | None]:
+    """Row ``label``'s mean in ``column`` minus row ``reference``'s, and its standard error from the table's
+    ``<column>_sd`` and ``seeds`` columns (None where either is missing)."""
+    sides = [(rows.loc[r].get(f"{column}_sd"), rows.loc[r].get("seeds")) for r in (label, reference)]
+    return rows.loc[label, column] - rows.loc[reference, column], _standard_error(*sides)
 
 
 def _ratio(a: float, b: float) -> float | None:
