@@ -37,10 +37,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8, help="training steps per run")
     parser.add_argument("--skip", type=int, default=2, help="warm-up steps dropped from every run")
     parser.add_argument("--out", default="results/rollout_overhead", help="run folders and the figure go here")
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="continue a killed call on the same --out: its finished batch sizes are read back, not measured again",
+    )
     args = parser.parse_args()
 
     started = time.perf_counter()
-    table = measure_overhead(args.profile, args.batch_sizes, args.modes, steps=args.steps, skip=args.skip, output_dir=args.out, identical=args.identical)
+    table = measure_overhead(args.profile, args.batch_sizes, args.modes, steps=args.steps, skip=args.skip, output_dir=args.out, identical=args.identical, resume=args.resume)
     plot_overhead(table, f"{args.out}/rollout_overhead")
     table.to_csv(f"{args.out}/rollout_overhead.csv", index=False)
 

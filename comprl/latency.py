@@ -40,6 +40,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from comprl.config import ExperimentConfig, make_config
+from comprl.runs import Run
 
 MODES: tuple[str, ...] = ("none", "loaded", "sync", "async")
 """Hosts of the experience side compared: none (baseline method), in-process, a separate Ray process; and
@@ -61,6 +62,10 @@ PER_STEP = {
     "actor_blocked_s": "actor_blocked_seconds",
 }
 """Columns of :func:`overhead_table` (means per kept step) and the metric each one averages."""
+
+CLOCKS = "actor_clocks.csv"
+"""The file in a run folder holding what the actor's main thread did per step (``actor_*_seconds``), written when
+the run is done: with it a finished run's measurement can be read back."""
 
 ASYNC_TARGET = 1.02
 """Rollout time of the async mode relative to ``none`` that counts as no overhead (paper: 0.98-1.00x)."""
@@ -114,6 +119,7 @@ def measure_overhead(
     manager_cores: Sequence[int] | None = None,
     output_dir: str | Path = "results/latency",
     identical: bool = False,
+    resume: bool = False,
     **overrides: Any,
 ) -> pd.DataFrame:
     """Run every (mode, batch size) as a real experiment and return :func:`overhead_table` of their metrics.
@@ -125,11 +131,16 @@ def measure_overhead(
         steps: training steps per run, of which the first ``skip`` are dropped: step 1 loads the models and finds
             an empty bank; in async mode step 2's searches wait at the bank's warm-up gate for step 1's distillation.
         actor_cores / manager_cores: see :func:`split_cores` (default: the manager gets the last core).
-        output_dir: run folders go to ``output_dir/<mode>_b<batch size>``.
+        output_dir: run folders go to ``output_dir/<mode>_b<batch size>``; runs found there are replaced, unless
+            ``resume``.
         identical: make every mode play the same episodes, so that only the manager's work differs: the actor is
             frozen (learning rate 0; its update still runs) and entries are retrieved and credited but kept out
             of the prompts (``experience.blind``). Without it the modes' episodes differ (the guided half reads
             an entry, the actors learn apart), and so does the work of their rollouts.
+        resume: a batch size whose modes all have a finished, measured run of the same config in ``output_dir``
+            is read back, not run again: a measurement killed part way resumes at the batch size it was in, whose
+            modes all run again, back to back (half a batch size's modes from an earlier call would break the
+            interleaving).
         overrides: any other config field (``eval_episodes`` defaults to 0).
 
     The returned frame's ``attrs["core_split"]`` says which cores each side ran on (the figure's caption). The
@@ -141,12 +152,17 @@ def measure_overhead(
         caption += "; identical episodes in every mode (actor frozen, entries retrieved but not shown)"
     if steps <= skip:
         raise ValueError(f"steps={steps} with skip={skip}: no step would be measured")
+    root = Path(output_dir)
     frames = []
     for batch in batch_sizes:
-        for mode in modes:  # interleaved: every mode of one batch size runs back to back
-            config = mode_config(profile, mode, batch, manager, steps=steps, **overrides)
-            metrics = _in_pinned_process(config, Path(output_dir), f"{mode}_b{batch}", actor, manager, mode == "loaded")
-            frames.append(metrics.assign(mode=mode, batch_size=batch))
+        configs = {mode: mode_config(profile, mode, batch, manager, steps=steps, **overrides) for mode in modes}
+        found = {mode: _measured(root / f"{mode}_b{batch}", config) if resume else None for mode, config in configs.items()}
+        if any(metrics is None for metrics in found.values()):  # interleaved: the modes run back to back, in one go
+            found = {
+                mode: _in_pinned_process(config, root, f"{mode}_b{batch}", actor, manager, mode == "loaded")
+                for mode, config in configs.items()
+            }
+        frames += [metrics.assign(mode=mode, batch_size=batch) for mode, metrics in found.items()]
     table = overhead_table(pd.concat(frames, ignore_index=True), skip)
     table.attrs["core_split"] = caption
     return table
@@ -295,6 +311,17 @@ def _pinned_run(config: dict[str, Any], root: str, name: str, actor: tuple[int, 
         columns=["step", "wall", "actor_cpu_seconds", "actor_wait_seconds"],
     )
     spent["actor_blocked_seconds"] = spent.pop("wall") - spent["actor_cpu_seconds"] - spent["actor_wait_seconds"]
+    spent.to_csv(run.path / CLOCKS, index=False)
+    return _measured(run.path, config)
+
+
+def _measured(path: Path, config: ExperimentConfig) -> pd.DataFrame | None:
+    """The metric rows of a finished run of ``config`` in ``path``, with its actor clocks (:data:`CLOCKS`); None
+    where there is no such run (none, another config, unfinished, or killed before its clocks were written)."""
+    run = Run(path)
+    if not (run.finished and run.holds(config) and (path / CLOCKS).exists()):
+        return None
+    spent = pd.read_csv(path / CLOCKS)
     return run.metrics().merge(spent.assign(phase="train"), on=["step", "phase"], how="left")
 
 

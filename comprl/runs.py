@@ -95,6 +95,10 @@ class Run:
     def config(self) -> ExperimentConfig:
         return ExperimentConfig.from_dict(json.loads((self.path / "config.json").read_text()))
 
+    def holds(self, config: ExperimentConfig) -> bool:
+        """Whether this folder holds a run of exactly ``config`` (finished or not)."""
+        return (self.path / "config.json").exists() and not _differences(self.config().to_dict(), config.to_dict())
+
     def log(self, step: int, phase: str, metrics: dict[str, Any]) -> None:
         """Append one metrics row; new metric names become new columns."""
         row = {"step": int(step), "phase": phase, **metrics}
@@ -135,11 +139,10 @@ class Run:
 def find_runs(config: ExperimentConfig, folders: Iterable[str | Path]) -> Iterator[Run]:
     """The run folders directly under ``folders`` that hold exactly ``config``, finished or not, in folder order,
     then name order."""
-    wanted = config.to_dict()
     for folder in folders:
         for found in sorted(Path(folder).glob("*/config.json")):
             run = Run(found.parent)
-            if not _differences(run.config().to_dict(), wanted):
+            if run.holds(config):
                 yield run
 
 

@@ -8,7 +8,7 @@ import os
 import pandas as pd
 import pytest
 
-from comprl.latency import mode_config, overhead_table, split_cores, verdict
+from comprl.latency import CLOCKS, measure_overhead, mode_config, overhead_table, split_cores, verdict
 from comprl.trainers.loop import run_experiment
 
 
@@ -89,3 +89,25 @@ def test_identical_protocol_plays_the_baselines_episodes_token_for_token(tmp_pat
         runs[mode] = run_experiment(config, tmp_path, name=mode, progress=False).metrics().query("phase == 'train'")
     assert runs["sync"]["guided_with_entry"].sum() > 0  # the manager searched, and found entries to credit
     pd.testing.assert_frame_equal(runs["sync"][columns].reset_index(drop=True), runs["none"][columns].reset_index(drop=True))
+
+
+def test_a_killed_measurement_resumes_at_the_batch_size_it_was_in(tmp_path):
+    cores = sorted(os.sched_getaffinity(0))[:1]  # one core for both sides: this checks bookkeeping, not timing
+    measure = dict(steps=3, skip=2, output_dir=tmp_path, actor_cores=cores, manager_cores=cores, resume=True)
+    with pytest.warns(UserWarning, match="share core"):
+        first = measure_overhead("smoke", [4, 8], ["none", "sync"], **measure)
+    done = {path.parent.name: path.read_text() for path in tmp_path.glob("*/finished")}
+    assert sorted(done) == ["none_b4", "none_b8", "sync_b4", "sync_b8"]
+    (tmp_path / "sync_b8" / CLOCKS).unlink()  # as if killed between sync_b8's end and its clocks being written
+    with pytest.warns(UserWarning, match="share core"):
+        second = measure_overhead("smoke", [4, 8], ["none", "sync"], **measure)
+    again = {path.parent.name: path.read_text() for path in tmp_path.glob("*/finished")}
+    assert [name for name in sorted(done) if again[name] == done[name]] == ["none_b4", "sync_b4"]
+    b4, b8 = (second["batch_size"] == 4).to_numpy(), (second["batch_size"] == 8).to_numpy()
+    pd.testing.assert_frame_equal(second[b4], first[b4])  # read back, actor clocks included
+    assert second.loc[b4, "actor_cpu_s"].gt(0).all()
+    assert not second.loc[b8, "step_s"].equals(first.loc[b8, "step_s"])  # batch size 8's modes ran again
+    with pytest.warns(UserWarning, match="share core"):
+        measure_overhead("smoke", [4], ["none", "sync"], **{**measure, "resume": False})
+    afresh = {path.parent.name: path.read_text() for path in tmp_path.glob("*/finished")}
+    assert [name for name in ("none_b4", "sync_b4") if afresh[name] == done[name]] == []  # without resume: run again
