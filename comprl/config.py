@@ -450,7 +450,9 @@ class ExperimentConfig:
     checkpoint_every: int = 5
     """Write the run's checkpoint (``comprl.checkpoint``) every this many steps, and after the last; 0 = only
     after the last. A killed run continues from it with ``resume`` (comprl's; the paper is silent). Each holds the trainable
-    weights and optimiser states of both models: for a full fine-tune, three fp32 copies of each."""
+    weights and optimiser states of both models: for a full fine-tune, three fp32 copies of each. With
+    ``experience.mode="async"`` each checkpoint also waits for the extractor's unit of work in progress (README,
+    "Stopping, resuming")."""
     device: str = "auto"
     """``cpu``, ``cuda`` or ``auto`` (cuda when available)."""
     dtype: str = "float32"
