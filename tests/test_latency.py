@@ -79,9 +79,13 @@ def test_overhead_table_drops_warmup_steps_and_divides_by_none_at_the_same_batch
     ]
 
 
-def test_identical_protocol_plays_the_baselines_episodes_token_for_token(tmp_path):
+@pytest.mark.parametrize("extractor_lora_rank", [0, 4])  # 4: the cpu profile's extractor draws adapters at start
+def test_identical_protocol_plays_the_baselines_episodes_token_for_token(tmp_path, extractor_lora_rank):
     # what measure_overhead(identical=True) runs: a frozen actor, and entries retrieved but not shown
-    frozen = {"steps": 2, "eval_episodes": 0, "actor.learning_rate": 0.0, "experience.blind": True}
+    frozen = {
+        "steps": 2, "eval_episodes": 0, "actor.learning_rate": 0.0, "experience.blind": True,
+        "extractor.lora_rank": extractor_lora_rank,
+    }
     columns = ["processed_tokens", "mean_sequence_tokens", "success_rate", "invalid_action_rate"]
     runs = {}
     for mode in ("none", "sync"):

@@ -203,6 +203,20 @@ def test_with_shared_weights_an_extractor_update_changes_the_actors_weights(tmp_
     manager.close()
 
 
+def test_the_extractor_starts_from_its_own_seed_and_leaves_the_callers_generator_alone(tmp_path):
+    lora = config(**{"extractor.lora_rank": 4})
+    adapters = []
+    for caller_seed in (1, 2):
+        torch.manual_seed(caller_seed)
+        state = torch.get_rng_state()
+        manager = ExperienceManager(lora, tmp_path / f"bank{caller_seed}.duckdb")
+        assert torch.equal(torch.get_rng_state(), state)  # a sync manager leaves the actor's sampling as it was
+        adapters.append({n: p.detach().clone() for n, p in manager.trainer.model.named_parameters() if "lora_A" in n})
+        manager.close()
+    assert adapters[0] and adapters[0].keys() == adapters[1].keys()
+    assert all(torch.equal(adapters[0][n], adapters[1][n]) for n in adapters[0])  # the seed alone, not the caller's state
+
+
 def test_shared_weights_are_refused_where_they_cannot_be_shared(tmp_path):
     shared = {"extractor.share_actor": True}
     with pytest.raises(ValueError, match="needs experience.mode='sync'"):

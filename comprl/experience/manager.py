@@ -112,9 +112,11 @@ class ExperienceManager:
         self.background = background
         self._clock = clock
         self._rng = np.random.default_rng([config.seed, 7])  # retrieval dropout
-        # The extractor samples from its own torch random state, so that what it writes depends on its inputs and
-        # the seed alone: not on the actor's sampling in the same process (sync) nor on the host (sync or Ray).
+        # The extractor initialises its adapters and samples from its own torch random state, so that what it writes
+        # depends on its inputs and the seed alone, not on the host (sync or Ray), and a manager in the actor's
+        # process (sync) leaves the actor's sampling as it would be without it.
         self._torch_rng = torch.Generator().manual_seed(config.seed + 1).get_state()
+        self._engine_lock = threading.Lock()  # the extractor model: distillation, merges, updates, search_and_ask
         if checkpoint is not None:
             ExperienceBank.restore(Path(checkpoint) / "bank.duckdb", bank_path)
             queue_path(bank_path).unlink(missing_ok=True)  # persisted after the checkpoint: its episodes come again
@@ -137,10 +139,11 @@ class ExperienceManager:
                 config.extractor.model, dtype=dtype, device=torch.device(device), seed=config.seed + 1,
                 backend=config.extractor.backend,
             )
-        self.trainer = (
-            ExtractorTrainer(model, tokenizer.pad_token_id, config.extractor, weights_of=actor)
-            if TRAINS_EXTRACTOR[config.method] else None
-        )
+        with self._extractor():
+            self.trainer = (
+                ExtractorTrainer(model, tokenizer.pad_token_id, config.extractor, weights_of=actor)
+                if TRAINS_EXTRACTOR[config.method] else None
+            )
         self.engine = HFEngine(
             self.trainer.model if self.trainer else model, tokenizer, adapter_dtype=config.extractor.generation_adapter_dtype
         )
@@ -150,7 +153,6 @@ class ExperienceManager:
             use_vss=config.bank.use_vss, index=config.bank.index,
         )
         self._tracks: dict[str, ExperienceTrack] = {}
-        self._engine_lock = threading.Lock()  # the extractor model: distillation, merges, updates, search_and_ask
         self._rank_lock = threading.Lock()  # recency state and the dropout generator
         self._last_retrieved: dict[int, float] = {}
         self._retrievals: dict[int, int] = {}  # the official retrieve_count, from the bank's use count on first sight
@@ -478,7 +480,7 @@ class ExperienceManager:
 
     @contextmanager
     def _extractor(self) -> Iterator[None]:
-        """Hold the extractor model, sampling from the manager's own random state (the caller's is restored)."""
+        """Hold the extractor model, drawing from the manager's own random state (the caller's is restored)."""
         with self._engine_lock, torch.random.fork_rng(devices=[]):
             torch.set_rng_state(self._torch_rng)
             yield
