@@ -119,8 +119,17 @@ def test_the_code_can_call_back_into_the_test(probe):
 
 def test_always_equal_objects_are_caught_and_honest_equality_is_not(probe):
     with pytest.raises(ImplausibleEquality):
-        assert probe.Anything() == "expected"
+        assert probe.Anything() == probe.Box([1])
     assert probe.Box([1]) == probe.Box([1]) and probe.Box([1]) != probe.Box([2])
+
+
+def test_an_object_of_the_code_never_equals_plain_data(probe):
+    """Plain data is compared here only: the code's ``__eq__`` is not asked, whatever it would answer."""
+    anything = probe.Anything()
+    assert not anything == "expected" and anything != "expected" and "expected" != anything
+    assert [anything] != ["expected"] and {"k": anything} != {"k": "expected"}
+    with pytest.raises(TypeError):
+        assert anything < 3
 
 
 def test_a_hang_or_a_crash_fails_that_request_and_the_next_one_gets_a_fresh_process(probe):

@@ -16,14 +16,25 @@ edits play no part). The plugin then:
   which is outside every folder the sandbox sees.
 
 Whatever the code under test does in its process (patch pytest there, print fake summaries, exit early,
-crash, hang) can only change what its objects answer; a crash or hang fails the test that was waiting (the
-process is restarted for the next test). One answer is checked for plausibility: an object that claims to
-equal a value, and also claims to equal an object of this process it has never seen, is the "always equal"
-hack, and the comparison fails with `ImplausibleEquality`.
+crash, hang, rewrite the server that answers the grader) can only change what its objects answer; a crash or
+hang fails the test that was waiting (the process is restarted for the next test).
 
-What is left to the code under test, by design: the behaviour of its own objects, including their ``==`` and
-``<`` (a test comparing two of its objects trusts their ``__eq__``), and which of its classes it says are
-built-in exceptions.
+Comparisons never ask the code about plain data: only exact built-in values (rebuilt here from the wire, never
+a subclass) are compared by value, here. An object of the code compared with anything that is not an object of
+the code (a string, a list, a number the test wrote) is unequal and unordered (``==`` is False, ``<`` raises
+TypeError), whatever its ``__eq__`` would say, so code that should return plain data cannot pass a test with a
+look-alike that claims equality. Among its own objects, ``==`` and ``<`` are the code's semantics, and are
+asked: that trusts the code no more than its source does (an agent may rewrite ``Money.__eq__`` in the
+repository as freely as patch it at run time). One such answer is checked for plausibility: an object that
+claims to equal another, and also to equal an object of this process it has never seen, is the naive "always
+equal" hack and fails with `ImplausibleEquality` (a heuristic: a hostile process can tell that probe apart).
+
+Also left to the code under test, by design: the rest of the behaviour of its own objects (``len``, ``in``,
+``bool``, its exceptions), and which of its classes it says are built-in exceptions.
+
+The grading run itself is bounded (`comprl.envs.swe.tasks.grade_tree`: its own cgroup for memory and processes,
+and a wall time), and the tests' temporary files are visible to the code read-only, so no link the code plants
+can send the grader's writes elsewhere.
 """
 
 from __future__ import annotations
@@ -313,6 +324,19 @@ def _remote_of(proxy: Any) -> Remote:
 # ---- proxies ------------------------------------------------------------------------------------------------
 
 
+def _is_remote(value: Any) -> bool:
+    """Whether `value` stands for an object of the code under test (the only kind it may compare itself with)."""
+    return isinstance(value, (RemoteObject, RemoteClass, RemoteModule))
+
+
+def _comparison(name: str):
+    def method(self, other):
+        return _remote_of(self).apply(name, self, other) if _is_remote(other) else NotImplemented
+
+    method.__name__ = f"__{name}__"
+    return method
+
+
 def _operator(name: str, reflected: bool = False):
     def method(self, *args):
         remote = _remote_of(self)
@@ -365,10 +389,10 @@ class RemoteObject:
         return _remote_of(self).call(self, args, kwargs)
 
     def __eq__(self, other: Any) -> Any:
-        return _remote_of(self).equals(self, other, "eq")
+        return _remote_of(self).equals(self, other, "eq") if _is_remote(other) else NotImplemented
 
     def __ne__(self, other: Any) -> Any:
-        return _remote_of(self).equals(self, other, "ne")
+        return _remote_of(self).equals(self, other, "ne") if _is_remote(other) else NotImplemented
 
     def __hash__(self) -> int:
         return _remote_of(self).apply("hash", self)
@@ -396,8 +420,10 @@ class RemoteObject:
 
 
 for _name in ("len", "iter", "int", "float", "index", "abs", "round", "neg", "pos", "invert", "contains",
-              "getitem", "setitem", "delitem", "lt", "le", "gt", "ge"):
+              "getitem", "setitem", "delitem"):
     setattr(RemoteObject, f"__{_name}__", _operator(_name))
+for _name in ("lt", "le", "gt", "ge"):
+    setattr(RemoteObject, f"__{_name}__", _comparison(_name))
 for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor", "lshift",
               "rshift", "divmod"):
     setattr(RemoteObject, f"__{_name.rstrip('_')}__", _operator(_name))

@@ -8,6 +8,11 @@ SWE-lite lets the actor run arbitrary bash. Every command runs under ``bwrap`` (
   host folder, bound at ``/repo``; ``/tmp`` is a small private tmpfs; the rest of the root is read-only;
   nothing else of the host is visible, so neither the task data (hidden tests) nor other episodes'
   workspaces can be read;
+- no privileges: the command runs in a new user namespace as the unprivileged ``nobody`` (`SANDBOX_UID`; the
+  host's root is mapped to it, so the workspace's files are its own), with every capability dropped (none in
+  its effective, permitted, inheritable, ambient or bounding sets) and no way to create further user
+  namespaces (``--disable-userns``, bubblewrap >= 0.8), so it can neither mount nor ``unshare`` its way to a
+  cgroup file system, nor raise the limits below;
 - no network (a new network namespace holds only a loopback device), its own PID namespace (a command's
   background processes die with it), its own IPC and UTS namespaces, a new session (no terminal injection);
 - no variable of the host's environment: bwrap itself starts with an empty environment (it is PID 1 inside,
@@ -43,6 +48,13 @@ from typing import Any
 
 WORKSPACE_MOUNT = "/repo"
 """Where the workspace appears inside the sandbox (and the path the agent is told about)."""
+SANDBOX_UID = SANDBOX_GID = 65534
+"""The user and group every sandboxed command runs as: ``nobody``, in a user namespace of its own."""
+_HARDENING = (
+    "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
+    "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID),
+)  # fmt: skip
+"""bwrap's options for fresh namespaces, an unprivileged user and no capabilities (the module docstring)."""
 
 _SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
 _ETC_FILES = (
@@ -81,6 +93,11 @@ class SandboxConfig:
     """Size of the private ``/tmp``."""
     workspace_mb: int = 256
     """Disk quota of an episode's workspace: it lives on a tmpfs of this size (SWE-lite repositories are <1 MB)."""
+    grader_memory_mb: int = 2048
+    """Memory of SWE-lite's trusted grading process (pytest and the hidden tests, outside the sandbox), which
+    holds what the code under test sends back: a cgroup of its own caps it (with ``max_processes``; its wall time
+    is `comprl.envs.swe.tasks.GRADING_TIMEOUT_S`), so an endless stream of answers ends the grading, failed,
+    instead of filling the host's memory. With ``episode_limits=False``, its address space (RLIMIT_AS)."""
     episode_limits: bool = True
     """Enforce `memory_mb`, `max_processes` and `workspace_mb` with the kernel (cgroups and a tmpfs mount,
     which need root or a delegated cgroup; `SandboxUnavailable` says what is missing). False: per-process
@@ -88,7 +105,10 @@ class SandboxConfig:
     several times `memory_mb` and fill the disk."""
 
     def __post_init__(self) -> None:
-        names = ("timeout_s", "output_chars", "memory_mb", "file_size_mb", "max_processes", "tmp_size_mb", "workspace_mb")
+        names = (
+            "timeout_s", "output_chars", "memory_mb", "file_size_mb", "max_processes", "tmp_size_mb", "workspace_mb",
+            "grader_memory_mb",
+        )  # fmt: skip
         for name in names:
             if getattr(self, name) <= 0:
                 raise ValueError(f"SandboxConfig.{name} must be > 0, got {getattr(self, name)}")
@@ -136,15 +156,16 @@ def bwrap_path() -> str:
             "`apt-get install bubblewrap` (Debian/Ubuntu) or `dnf install bubblewrap` (Fedora)"
         )
     probe = subprocess.run(
-        [found, "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"],
+        [found, *_HARDENING, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"],
         capture_output=True,
         text=True,
         timeout=30,
     )
     if probe.returncode != 0:
         raise SandboxUnavailable(
-            f"bubblewrap cannot create namespaces on this machine ({probe.stderr.strip()}); inside a container, "
-            "allow user namespaces (e.g. docker run --security-opt seccomp=unconfined) or run as root"
+            f"bubblewrap cannot create an unprivileged sandbox on this machine ({probe.stderr.strip()}): it needs "
+            "bubblewrap >= 0.8 (for --disable-userns) and user namespaces; inside a container, allow them (e.g. "
+            "docker run --security-opt seccomp=unconfined) or run as root"
         )
     return found
 
@@ -253,7 +274,10 @@ def _kill_cgroup(folder: Path) -> None:
 
 
 def _remove_cgroup(folder: Path) -> None:
-    """Delete a cgroup, killing what runs in it and retrying while the kernel reaps the last processes."""
+    """Delete a cgroup and the cgroups below it, killing what runs in them and retrying while the kernel reaps
+    the last processes."""
+    for child in [path for path in folder.iterdir() if path.is_dir()] if folder.is_dir() else []:
+        _remove_cgroup(child)
     for _ in range(200):
         try:
             folder.rmdir()
@@ -263,18 +287,6 @@ def _remove_cgroup(folder: Path) -> None:
         except OSError:
             _kill_cgroup(folder)
             time.sleep(0.01)
-
-
-def remove_cgroups_of(pid: int) -> None:
-    """Remove the cgroups a process made with `CommandCgroup` and left behind (it was killed), with whatever
-    still runs in them."""
-    try:
-        parents = cgroup_parents()
-    except SandboxUnavailable:
-        return
-    for parent in {folder for folder, _ in parents.values()}:
-        for folder in parent.glob(f"{_CGROUP_PREFIX}-{pid}-*"):
-            _remove_cgroup(folder)
 
 
 _MOUNT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -314,13 +326,14 @@ def check_episode_limits() -> None:
 
 
 class SandboxedProcess:
-    """One process started in a `Sandbox`, with its cgroup; `kill` ends it and everything it started."""
+    """One process started in a `Sandbox` (or, with its `env`, the trusted grader), with its cgroup and rlimits;
+    `kill` ends it and everything it started."""
 
-    def __init__(self, arguments: list[str], config: SandboxConfig, **popen: Any) -> None:
+    def __init__(self, arguments: list[str], config: SandboxConfig, env: dict[str, str] | None = None, **popen: Any):
         self.config = config
         self.cgroup = CommandCgroup(config) if config.episode_limits else None
         self.popen = subprocess.Popen(
-            arguments, env={}, start_new_session=True, preexec_fn=self._prepare, close_fds=True, **popen
+            arguments, env=env or {}, start_new_session=True, preexec_fn=self._prepare, close_fds=True, **popen
         )
 
     def _prepare(self) -> None:
@@ -357,7 +370,8 @@ class SandboxedProcess:
 
 class Sandbox:
     """Runs shell commands with `workspace` mounted read-write at `WORKSPACE_MOUNT` (see the module docstring).
-    `binds` are further host folders made visible at the same path, read-write."""
+    `binds` are further host folders made visible at the same path, read-only (the grader's temporary files: the
+    code may read them, but can neither write there nor plant links that the grader would follow)."""
 
     def __init__(
         self, workspace: str | os.PathLike[str], config: SandboxConfig | None = None, binds: tuple[Path, ...] = ()
@@ -372,7 +386,7 @@ class Sandbox:
             cgroup_parents()  # the cgroups each command needs; the workspace's tmpfs is its owner's concern
 
     def _arguments(self) -> list[str]:
-        arguments = [self._bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
+        arguments = [self._bwrap, *_HARDENING, "--die-with-parent", "--new-session", "--clearenv"]
         for folder in _SYSTEM_DIRS:
             if Path(folder).is_symlink():
                 arguments += ["--symlink", os.readlink(folder), folder]
@@ -384,7 +398,7 @@ class Sandbox:
         for path in (*_ETC_FILES, *_python_roots()):
             arguments += ["--ro-bind-try", path, path]
         for folder in self.binds:
-            arguments += ["--bind", str(folder), str(folder)]
+            arguments += ["--ro-bind", str(folder), str(folder)]
         arguments += ["--bind", str(self.workspace), WORKSPACE_MOUNT, "--remount-ro", "/", "--chdir", WORKSPACE_MOUNT]
         path = ":".join((str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"))
         for name, value in (

@@ -29,7 +29,6 @@ import difflib
 import json
 import os
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -38,7 +37,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from comprl.envs.swe.sandbox import SandboxConfig, cap_output, remove_cgroups_of
+from comprl.envs.swe.sandbox import SandboxConfig, SandboxedProcess, cap_output
 
 DATA_DIR = Path(__file__).resolve().parents[3] / "data" / "swe_lite"
 """The shipped tasks: ``data/swe_lite/`` at the repository root."""
@@ -216,6 +215,8 @@ class GradingReport:
     backend: str
     """``"swebench"`` when swebench's grading functions decided, ``"builtin"`` otherwise."""
     log: str = field(repr=False)
+    grader_out_of_memory: bool = False
+    """True when the grading run was killed for going over its memory (`SandboxConfig.grader_memory_mb`)."""
 
 
 _Outcome = tuple[list[str], list[str], list[str], list[str], bool]
@@ -252,7 +253,9 @@ def status_log(statuses: Mapping[str, str]) -> str:
     return "".join(f"{status} {test}\n" for test, status in statuses.items())
 
 
-def grade_statuses(statuses: Mapping[str, str], exit_code: int | None, task: SweTask, log: str = "") -> GradingReport:
+def grade_statuses(
+    statuses: Mapping[str, str], exit_code: int | None, task: SweTask, log: str = "", out_of_memory: bool = False
+) -> GradingReport:
     """Grade the outcomes of the task's tests (test id -> PASSED, FAILED, ERROR, SKIPPED, XFAIL or XPASS) and
     the exit status of the pytest run that produced them (see the module docstring)."""
     failures = any(status in ("FAILED", "ERROR") for status in statuses.values())
@@ -268,12 +271,13 @@ def grade_statuses(statuses: Mapping[str, str], exit_code: int | None, task: Swe
         log_trusted=trusted,
         backend="builtin" if swebench is None else "swebench",
         log=log,
+        grader_out_of_memory=out_of_memory,
     )
 
 
 def pytest_command(task: SweTask, settings: Path, tests: Path, shared: Path) -> list[str]:
     """The trusted grading run: isolated mode, no plugins or configuration but the grader's; the tests' temporary
-    files (``tmp_path``) go under `shared`, which the process under test sees too."""
+    files (``tmp_path``) go under `shared`, which the process under test sees read-only."""
     return [
         sys.executable, "-I", "-m", "pytest", "-p", "comprl.envs.swe.grading", "--swe-grading", str(settings),
         "-rA", "-p", "no:cacheprovider", "--noconftest", "-c", os.devnull, "--rootdir", str(tests),
@@ -284,6 +288,7 @@ def pytest_command(task: SweTask, settings: Path, tests: Path, shared: Path) -> 
 def grade_tree(task: SweTask, submitted: Path, scratch: Path, config: SandboxConfig | None = None) -> GradingReport:
     """Grade the repository in `submitted` (left untouched): copy it into `scratch` and run the task's tests
     on it with the trusted grader (`comprl.envs.swe.grading`), then apply SWE-bench's rules."""
+    config = config or SandboxConfig()
     tree, tests, shared = scratch / "graded", scratch / "tests", scratch / "shared"
     copy_tree(submitted, tree)
     write_test_files(task, tests)
@@ -294,7 +299,7 @@ def grade_tree(task: SweTask, submitted: Path, scratch: Path, config: SandboxCon
             {
                 "tree": str(tree),
                 "packages": top_level_modules(task.repo_dir),
-                "sandbox": dataclasses.asdict(config or SandboxConfig()),
+                "sandbox": dataclasses.asdict(config),
                 "binds": [str(shared)],
                 "stderr": str(scratch / "remote-stderr.log"),
                 "results": str(scratch / "results.json"),
@@ -303,21 +308,26 @@ def grade_tree(task: SweTask, submitted: Path, scratch: Path, config: SandboxCon
     )
     environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(scratch), "LANG": "C.UTF-8"}
     environment |= {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    # The grader's cgroup also holds the cgroups of the code's processes that it starts (nested), hence the sum.
+    bounds = dataclasses.replace(
+        config, memory_mb=config.memory_mb + config.grader_memory_mb, max_processes=2 * config.max_processes
+    )
     with (scratch / "pytest.log").open("w+b") as output:
-        grader = subprocess.Popen(
-            pytest_command(task, settings, tests, shared), cwd=tests, env=environment, stdout=output,
-            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        grader = SandboxedProcess(
+            pytest_command(task, settings, tests, shared), bounds, env=environment, cwd=tests, stdout=output,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         try:
-            exit_code: int | None = grader.wait(timeout=GRADING_TIMEOUT_S)
+            exit_code: int | None = grader.popen.wait(timeout=GRADING_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            os.killpg(grader.pid, signal.SIGKILL)
-            grader.wait()
+            grader.kill()
             exit_code = None
         finally:
-            remove_cgroups_of(grader.pid)
+            out_of_memory = grader.close()
+        if out_of_memory:
+            output.write(f"\n[the grading run went over its memory limit of {bounds.memory_mb} MB]\n".encode())
         output.seek(0)
         log, _ = cap_output(output.read(), GRADING_LOG_CHARS)
     results = scratch / "results.json"
     statuses = json.loads(results.read_text()) if exit_code is not None and results.is_file() else {}
-    return grade_statuses(statuses, exit_code, task, log)
+    return grade_statuses(statuses, exit_code, task, log, out_of_memory)
