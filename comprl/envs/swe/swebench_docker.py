@@ -17,6 +17,10 @@ container (network disabled), so the editor works on host files exactly as in SW
 through ``docker exec`` with a timeout and the same output cap. Grading runs the instance's SWE-bench
 evaluation script in the container and decides with swebench's own log parser and report functions. This
 module is exercised only where Docker runs; CI checks that it refuses clearly when it cannot.
+
+Unlike SWE-lite's grader, this one trusts the submission, as SWE-bench itself does: the tests run in the same
+container and the same Python process as the agent's code, and their log is read, so code that patches pytest
+or prints fake ``PASSED`` lines can fake a resolution. Use it to evaluate a policy, not to train on its reward.
 """
 
 from __future__ import annotations
