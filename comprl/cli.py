@@ -15,7 +15,9 @@ import argparse
 import ast
 import atexit
 import functools
+import json
 import logging
+import math
 import os
 import shutil
 import sys
@@ -42,11 +44,90 @@ def notebook_path(name: str) -> Path:
 
 
 def parse_value(text: str) -> object:
-    """A notebook parameter value: a Python literal (``4``, ``[0, 1]``, ``None``) or else the plain string."""
+    """A ``-p`` value as written: JSON (``4``, ``1e-5``, ``[0, 1]``, ``{"a": true}``, ``null``), else a Python
+    literal (``None``, ``True``, ``'a'``), else the text itself as a string (``comprl/MazeWalk-9x9-v0``). What
+    comes out is checked against the notebook by :func:`check_parameters` before any kernel starts."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        pass
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return text
+
+
+JSON_LIKE = "None, True/False, an int, a finite float, a str, and lists and dicts (with str keys) of them"
+"""The values a notebook parameter accepts: plain data that papermill writes into the notebook as a literal."""
+
+
+def declared_parameters(notebook: Path) -> dict[str, object]:
+    """The parameters of a notebook's ``parameters`` cell (papermill reads it) and their default values, Python
+    literals, whose types are the parameters' (:func:`check_parameters`)."""
+    import papermill
+
+    found = papermill.inspect_notebook(str(notebook))
+    return {name: ast.literal_eval(parameter["default"]) for name, parameter in found.items()}
+
+
+def check_parameters(notebook: Path, params: dict[str, object]) -> None:
+    """Refuse, before a kernel starts, a parameter the notebook does not declare, a value that is not
+    :data:`JSON_LIKE` data, and one of another type than the parameter's default.
+
+    Papermill writes any other object (a tuple, set, bytes, complex number) into the notebook's code as its
+    ``str`` between double quotes, unescaped: a quote inside ends the string and the rest runs as code. The
+    default's type is the parameter's: a bool, int or str default takes that type only (an int no bool), a float
+    default an int or float, a list default a list whose items are of its items' types (any, if it is empty), a
+    dict default a dict, and a None default any value."""
+    defaults = declared_parameters(notebook)
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise SystemExit(f"comprl: unknown parameter(s) {unknown} for {notebook.stem}; accepted: {', '.join(defaults)}")
+    for name, value in params.items():
+        if why := _not_json_like(value):
+            raise SystemExit(
+                f"comprl: parameter {name}={value!r}: {why}; accepted: {JSON_LIKE} (as JSON or a Python literal)"
+            )
+        if not _fits(value, defaults[name]):
+            raise SystemExit(
+                f"comprl: parameter {name}={value!r} is of type {type(value).__name__}; {notebook.stem} declares "
+                f"{name} = {defaults[name]!r}: accepted: {_kind(defaults[name])}"
+            )
+
+
+def _not_json_like(value: object) -> str | None:
+    """What in ``value`` (itself, an item, a key) is not :data:`JSON_LIKE` data; None if nothing is."""
+    if value is None or type(value) in (bool, int, str) or (type(value) is float and math.isfinite(value)):
+        return None
+    if type(value) is list:
+        parts = value
+    elif type(value) is dict:
+        if keys := [key for key in value if type(key) is not str]:
+            return f"the dict key {keys[0]!r} is not a str"
+        parts = list(value.values())
+    else:
+        return f"{value!r} is of type {type(value).__name__}"
+    return next(filter(None, map(_not_json_like, parts)), None)
+
+
+def _fits(value: object, default: object) -> bool:
+    """Whether a JSON-like ``value`` is of the type that ``default`` declares (see :func:`check_parameters`)."""
+    if default is None:
+        return True
+    if type(default) is float:
+        return type(value) in (int, float)
+    if type(default) is list and default:
+        return type(value) is list and all(any(_fits(item, like) for like in default) for item in value)
+    return type(value) is type(default)
+
+
+def _kind(default: object) -> str:
+    """The accepted type that ``default`` declares, in words."""
+    if type(default) is float:
+        return "float or int"
+    if type(default) is list and default:
+        return f"list of {' or '.join(sorted({_kind(like) for like in default}))}"
+    return type(default).__name__
 
 
 def latest_output(notebook: Path, profile: str) -> Path:
@@ -95,10 +176,7 @@ def run_notebook(name: str, profile: str, params: dict[str, object], output_dir:
     elif output_dir is None:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         output_dir = REPO_ROOT / "results" / f"{notebook.stem}_{profile}_{stamp}"
-    accepted = papermill.inspect_notebook(str(notebook))
-    unknown = sorted(set(params) - set(accepted))
-    if unknown:
-        raise SystemExit(f"comprl: unknown parameter(s) {unknown} for {notebook.stem}; accepted: {', '.join(accepted)}")
+    check_parameters(notebook, params)
     output_dir = output_dir.resolve()
     output_dir.mkdir(parents=True, exist_ok=True)  # only once the call is known to be valid
     parameters = {"profile": profile, "output_dir": str(output_dir), **params}
@@ -133,8 +211,8 @@ def _paths_from_here(name: str, value: object) -> object:
     if name not in PATH_PARAMS or not value:
         return value
     if isinstance(value, list):
-        return [str(Path(item).resolve()) for item in value]
-    return str(Path(str(value)).resolve())
+        return [str(Path(item).resolve()) if isinstance(item, str) else item for item in value]
+    return str(Path(value).resolve()) if isinstance(value, str) else value
 
 
 def main(argv: list[str] | None = None) -> int:

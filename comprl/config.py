@@ -7,7 +7,10 @@ A profile is a complete :class:`ExperimentConfig`; :func:`make_config` takes one
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +36,44 @@ TRAINS_EXTRACTOR = {"baseline": False, "comp_rl": True, "static": False, "exp_on
 EXTRACTOR_STYLES: tuple[str, ...] = ("json", "lines", "note")
 """Answer formats of the extractor (:mod:`comprl.experience.prompts`): the paper's JSON operation list, one compact
 line per operation, or one plain-text lesson per call (for models too small to follow either grammar)."""
+
+
+def check_types(config: Any) -> None:
+    """Refuse a field of the config dataclass ``config`` whose value is not of the field's declared type, naming
+    the field (dotted inside :class:`ExperimentConfig`, e.g. ``actor.learning_rate``), the value and the type.
+    An int field takes no bool or float; a float field an int too, but no bool or str; ``tuple[X, ...]`` a
+    tuple of X; ``dict[K, V]`` a dict of them; ``Any`` anything. Every config runs it first in ``__post_init__``,
+    so that a wrong type fails when the config is made, not later inside numpy or torch."""
+    parts = _type_hints(ExperimentConfig).items()
+    section = {cls: name for name, cls in parts if dataclasses.is_dataclass(cls)}.get(type(config))
+    hints = _type_hints(type(config))
+    for item in dataclasses.fields(config):
+        value = getattr(config, item.name)
+        if not _is_a(value, hints[item.name]):
+            name = f"{section}.{item.name}" if section else item.name
+            accepted = {"int": "int (not bool or float)", "float": "float or int (not bool)"}.get(item.type, item.type)
+            raise ValueError(f"{name}={value!r} is of type {type(value).__name__}; accepted: {accepted}")
+
+
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _is_a(value: Any, hint: Any) -> bool:
+    """Whether ``value`` is of the declared type ``hint`` (see :func:`check_types`)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_a(value, arg) for arg in args)
+    if origin is tuple:  # the configs' tuples are all tuple[X, ...]
+        return isinstance(value, tuple) and all(_is_a(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(_is_a(k, args[0]) and _is_a(v, args[1]) for k, v in value.items())
+    if hint in (int, float):
+        return isinstance(value, (int, hint)) and not isinstance(value, bool)
+    return isinstance(value, hint)
 
 
 @dataclass(frozen=True)
@@ -70,6 +111,7 @@ class RolloutConfig:
     trainer on the same GPU (vLLM's ``gpu_memory_utilization``; 0.3 is TRL's default for colocated vLLM)."""
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.temperature < 0:
             raise ValueError(f"rollout temperature={self.temperature!r}: accepted: >= 0 (0 = greedy decoding)")
         if self.engine not in ENGINES:
@@ -138,6 +180,7 @@ class OptimConfig:
     existed ran with ``"float32"`` and resume only with it."""
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation={self.aggregation!r}; accepted: {', '.join(AGGREGATIONS)}")
         if self.micro_batch_size < 1 or self.update_epochs < 1:
@@ -316,6 +359,7 @@ class BankConfig:
     """Start from a copy of this bank file (e.g. an earlier run's ``bank.duckdb``) instead of an empty bank."""
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.rerank not in RERANKINGS:
             raise ValueError(f"bank rerank={self.rerank!r}; accepted: {', '.join(RERANKINGS)}")
         if self.index not in SEARCH_INDEXES:
@@ -362,6 +406,12 @@ class ExperienceConfig:
     on_full: str = "drop_oldest"
     """When the queue is full: ``"drop_oldest"`` drops the oldest waiting episodes (counted as
     ``manager_dropped``), ``"block"`` makes ``submit`` wait for room (counted as ``manager_blocked_seconds``)."""
+    max_pending_merges: int = 1
+    """Merges (``extractor.merge_every``) waiting for a busy extractor, held at most (>= 1). One scheduled beyond
+    this replaces the newest waiting merge, which it subsumes: a merge passes over every live entry of every task,
+    those the waiting one would have seen and any written since (counted as ``manager_merges_coalesced``).
+    comprl's bound, not in the paper: without it an extractor slower than the merge schedule queues merges
+    without end. The sync manager never has one waiting, so it is unaffected."""
     fence: str = "suspend"
     """Around the actor's update and weight sync: ``"suspend"`` pauses extractor work after its current batch
     (official code), ``"flush"`` waits until every submitted episode is distilled (async then applies the same
@@ -393,6 +443,7 @@ class ExperienceConfig:
     (learning rate 0) every mode then plays the baseline's episodes token for token."""
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.mode not in MODES:
             raise ValueError(f"experience mode={self.mode!r}; accepted: {', '.join(MODES)} (the baseline method runs none)")
         if self.fence not in FENCES:
@@ -480,11 +531,12 @@ class ExperimentConfig:
     """The experience manager that hosts bank and extractor (unused by ``baseline``)."""
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r}; accepted: {', '.join(METHODS)}")
         for name in ("steps", "batch_instances", "group_size", "max_turns", "eval_episodes", "checkpoint_every"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name in ("batch_instances", "group_size", "max_turns") else 0):
+            if value < (1 if name in ("batch_instances", "group_size", "max_turns") else 0):
                 raise ValueError(f"{name}={value!r}: expected a non-negative integer (>= 1 for counts of things)")
         if self.env_id not in ENV_IDS:
             raise ValueError(f"unknown env id {self.env_id!r}; accepted: {', '.join(ENV_IDS)}")
@@ -704,7 +756,10 @@ temperature they were sampled at)."""
 
 
 def make_config(profile: str = "smoke", **overrides: Any) -> ExperimentConfig:
-    """The named profile with ``overrides`` applied (``None`` values are ignored, so notebook defaults work)."""
+    """The named profile with ``overrides`` applied (``None`` values are ignored, so notebook defaults work).
+
+    Each value must be of its field's declared type (:func:`check_types`); a list is taken for a tuple field, so
+    that values read from JSON or a notebook parameter (``"rollout.stop": ["</answer>"]``) fit."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; accepted: {', '.join(PROFILES)}")
     config = PROFILES[profile]
@@ -725,15 +780,19 @@ def make_config(profile: str = "smoke", **overrides: Any) -> ExperimentConfig:
             if value not in MIXTURES:
                 raise ValueError(f"tasks={value!r}: accepted a preset ({', '.join(MIXTURES)}) or a list of env ids")
             top[key] = MIXTURES[value]
-        elif key == "tasks":
-            top[key] = tuple(value)
         else:
-            top[key] = value
+            top[key] = _as_declared(ExperimentConfig, key, value)
     for head, values in nested.items():
         part = getattr(config, head)
         names = {f.name for f in dataclasses.fields(part)}
         unknown = set(values) - names
         if unknown:
             raise ValueError(f"unknown field(s) {sorted(unknown)} of {head}; accepted: {', '.join(sorted(names))}")
-        top[head] = dataclasses.replace(part, **values)
+        top[head] = dataclasses.replace(part, **{name: _as_declared(type(part), name, v) for name, v in values.items()})
     return dataclasses.replace(config, **top)
+
+
+def _as_declared(cls: type, name: str, value: Any) -> Any:
+    """``value`` for field ``name`` of ``cls``: a list made a tuple where the field is a tuple."""
+    is_tuple = typing.get_origin(_type_hints(cls)[name]) is tuple
+    return tuple(value) if is_tuple and isinstance(value, list) else value

@@ -21,7 +21,6 @@ package versions.
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import json
 import platform
@@ -137,12 +136,9 @@ STEPS: tuple[Step, ...] = (
 
 def notebook_defaults(notebook: str) -> dict[str, Any]:
     """The default values of a notebook's parameters cell (the variants a notebook runs live there, once)."""
-    import papermill
+    from comprl.cli import declared_parameters, notebook_path
 
-    from comprl.cli import notebook_path
-
-    found = papermill.inspect_notebook(str(notebook_path(notebook)))
-    return {name: ast.literal_eval(parameter["default"]) for name, parameter in found.items()}
+    return declared_parameters(notebook_path(notebook))
 
 
 def reproduce(profile: str, results: Path, force: bool = False, only: list[str] | None = None, jobs: int = 1) -> Path:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
 
+import nbformat
 import pytest
+from papermill.iorw import load_notebook_node
+from papermill.parameterize import parameterize_notebook
 
 from comprl import make_config
 from comprl import cli
-from comprl.cli import main, parse_value
-from comprl.config import METHODS, PROFILES, ExperimentConfig
+from comprl.cli import check_parameters, declared_parameters, main, notebook_path, parse_value
+from comprl.config import METHODS, PROFILES, ExperimentConfig, RolloutConfig
 from comprl.envs import make
 from comprl.runs import Run
 from comprl.trainers.actor import ActorConfig
@@ -47,6 +51,40 @@ def test_overrides_flat_and_dotted():
 def test_bad_config_values_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         make_config(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"seed": "("}, r"^seed='\(' is of type str; accepted: int \(not bool or float\)$"),
+        ({"seed": 1.5}, r"^seed=1.5 is of type float; accepted: int"),
+        ({"seed": True}, r"^seed=True is of type bool; accepted: int"),
+        ({"actor.learning_rate": "1e-4"}, r"^actor.learning_rate='1e-4' is of type str; accepted: float or int \("),
+        ({"extractor.cooldown": 1.0}, r"^extractor.cooldown=1.0 is of type float; accepted: int"),
+        ({"rollout.response_prefix": 1}, r"^rollout.response_prefix=1 is of type int; accepted: str$"),
+        ({"rollout.stop": ["</answer>", 0]}, r"^rollout.stop=\('</answer>', 0\) is of type tuple; accepted: tuple\["),
+        ({"bank.init_from": 3}, r"^bank.init_from=3 is of type int; accepted: str \| None$"),
+        ({"task_batch": {"a": 2.0}}, r"^task_batch=\{'a': 2.0\} is of type dict; accepted: dict\[str, int\]$"),
+        ({"extractor.invalid_reward": "-1"}, r"^extractor.invalid_reward='-1' is of type str; accepted: float \| None"),
+    ],
+)
+def test_config_values_of_another_type_than_the_fields_are_refused_when_the_config_is_made(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        make_config("smoke", **overrides)
+
+
+def test_a_config_made_directly_names_its_field_with_the_experiment_configs_path():
+    with pytest.raises(ValueError, match=r"^rollout.temperature='hot' is of type str; accepted: float or int"):
+        RolloutConfig(temperature="hot")
+    with pytest.raises(ValueError, match=r"^actor.lora_rank=False is of type bool; accepted: int"):
+        ActorConfig(lora_rank=False)
+
+
+def test_float_fields_take_ints_and_tuple_fields_take_lists():
+    overrides = {"actor.learning_rate": 0, "rollout.stop": ["</answer>", "\n"], "experience.manager_cores": [0]}
+    config = make_config("smoke", eval_temperature=1, **overrides)
+    assert (config.eval_temperature, config.actor.learning_rate) == (1, 0)
+    assert (config.rollout.stop, config.experience.manager_cores) == (("</answer>", "\n"), (0,))  # as declared
 
 
 def test_config_round_trips_through_json():
@@ -101,9 +139,114 @@ def test_cli_rejects_unknown_notebook_profile_and_parameter(capsys):
         main(["run", "01_single_task", "-p", "stepz", "3"])
 
 
-def test_cli_parameter_values_are_python_literals_or_strings():
+def test_cli_parameter_values_are_json_else_python_literals_else_strings():
     assert parse_value("[0, 1]") == [0, 1] and parse_value("None") is None
     assert parse_value("comprl/Room-Ultimate-5x5-v0") == "comprl/Room-Ultimate-5x5-v0"
+    assert parse_value('{"experience.search_and_ask": true, "bank.init_from": null}') == {
+        "experience.search_and_ask": True, "bank.init_from": None
+    }
+    assert parse_value("{'a': False}") == {"a": False} and parse_value('"4"') == "4" and parse_value("1e-5") == 1e-5
+
+
+def _code_that_touches(marker):
+    """Text that ends a double-quoted string early and then runs ``touch marker``."""
+    return f'" + str(__import__("os").system("touch {marker}")) + "'
+
+
+def test_cli_refuses_the_tuple_that_ran_code_in_the_kernel_before_any_kernel_starts(tmp_path):
+    marker, out = tmp_path / "ran", tmp_path / "out"
+    exploit = f"('{_code_that_touches(marker)}',)"  # papermill wrote a tuple as str(value) between double quotes
+    with pytest.raises(SystemExit, match=r"parameter env_id=\(.*\) is of type tuple; accepted: None, True/False"):
+        main(["run", "01_single_task", "--output-dir", str(out), "-p", "env_id", exploit])
+    assert not marker.exists() and not out.exists()
+
+
+def _tiny_notebook(folder):
+    """A notebook with a parameters cell like the paper notebooks' and a cell that writes what it was given."""
+    kernel = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    notebook = nbformat.v4.new_notebook(metadata={"kernelspec": kernel})
+    parameters = """profile = "smoke"
+output_dir = "out"
+env_id = None
+seeds = [0]
+rate = 0.5
+resume = True
+jobs = 1
+overrides = {}"""
+    given = """import json, pathlib
+given = dict(env_id=env_id, seeds=seeds, rate=rate, resume=resume, jobs=jobs, overrides=overrides)
+pathlib.Path(output_dir, "given.json").write_text(json.dumps(given))"""
+    notebook.cells = [
+        nbformat.v4.new_code_cell(parameters, metadata={"tags": ["parameters"]}), nbformat.v4.new_code_cell(given)
+    ]
+    nbformat.write(notebook, folder / "tiny.ipynb")
+    return folder / "tiny.ipynb"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("seeds", "(0, 1)", r"parameter seeds=\(0, 1\): \(0, 1\) is of type tuple; accepted: None, True/False, an int"),
+        ("seeds", "{0, 1}", r"seeds=\{0, 1\}: \{0, 1\} is of type set;"),
+        ("env_id", "b'x'", r"env_id=b'x': b'x' is of type bytes;"),
+        ("seeds", "[0, 1j]", r"seeds=\[0, 1j\]: 1j is of type complex;"),
+        ("seeds", "[NaN]", r"seeds=\[nan\]: nan is of type float; accepted: .*a finite float"),
+        ("overrides", "{1: 2}", r"overrides=\{1: 2\}: the dict key 1 is not a str;"),
+        ("resume", "yes", r"parameter resume='yes' is of type str; tiny declares resume = True: accepted: bool$"),
+        ("jobs", "2.5", r"parameter jobs=2.5 is of type float; tiny declares jobs = 1: accepted: int$"),
+        ("jobs", "true", r"parameter jobs=True is of type bool; tiny declares jobs = 1: accepted: int$"),
+        ("rate", '"0.5"', r"parameter rate='0.5' is of type str; tiny declares rate = 0.5: accepted: float or int$"),
+        ("seeds", '["0"]', r"seeds=\['0'\] is of type list; tiny declares seeds = \[0\]: accepted: list of int$"),
+        ("stepz", "1", r"unknown parameter\(s\) \['stepz'\] for tiny; accepted: profile, output_dir, env_id, seeds"),
+    ],
+)
+def test_cli_refuses_values_not_json_like_or_not_of_the_declared_type_before_the_kernel(tmp_path, name, text, message):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit, match=message):
+        main(["run", str(_tiny_notebook(tmp_path)), "--output-dir", str(out), "-p", name, text])
+    assert not out.exists()  # refused before the output folder is made and a kernel started
+
+
+def test_cli_hands_accepted_values_to_the_notebook_as_given_and_strings_stay_strings(tmp_path):
+    marker, out = tmp_path / "ran", tmp_path / "out"
+    hostile = _code_that_touches(marker)
+    overrides = {hostile: ['\\"', "'''", '"""\n' + hostile, "é\u2028\x00"]}
+    main([
+        "run", str(_tiny_notebook(tmp_path)), "--output-dir", str(out), "-p", "env_id", hostile, "-p", "seeds", "[]",
+        "-p", "rate", "1", "-p", "resume", "false", "-p", "overrides", json.dumps(overrides),
+    ])
+    given = json.loads((out / "given.json").read_text())
+    assert given == {"env_id": hostile, "seeds": [], "rate": 1, "resume": False, "jobs": 1, "overrides": overrides}
+    assert not marker.exists()
+
+
+def test_every_value_papermill_writes_into_a_paper_notebook_is_a_plain_literal(tmp_path):
+    marker = tmp_path / "ran"
+    notebook = notebook_path("01_single_task")
+    params = {
+        "env_id": _code_that_touches(marker), "seeds": [0, 2**70], "steps": -0.0,
+        "overrides": {'a"b': {"c": [None, True, 1e-300, "\\" + _code_that_touches(marker)]}},
+    }
+    check_parameters(notebook, params)
+    cells = parameterize_notebook(load_notebook_node(str(notebook)), params).cells  # as papermill's execution does
+    [injected] = [cell for cell in cells if "injected-parameters" in cell.metadata.tags]
+    assigned = {}
+    for statement in ast.parse(injected.source).body:
+        assert isinstance(statement, ast.Assign), ast.dump(statement)
+        assigned[statement.targets[0].id] = ast.literal_eval(statement.value)  # raises unless a plain literal
+    assert assigned == params
+    subprocess.run([sys.executable, "-c", injected.source], check=True)  # and run, in a fresh Python
+    assert not marker.exists()
+
+
+def test_the_paper_notebooks_defaults_and_the_reproductions_parameters_are_accepted(tmp_path):
+    from comprl.reproduce import STEPS
+
+    for step in STEPS:
+        notebook = notebook_path(step.notebook)
+        check_parameters(notebook, declared_parameters(notebook))
+        for profile in PROFILES:
+            check_parameters(notebook, step.params(profile, tmp_path))
 
 
 def test_cli_folder_parameters_are_taken_from_the_callers_directory_not_the_notebooks(tmp_path, monkeypatch):
