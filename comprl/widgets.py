@@ -23,7 +23,8 @@ import duckdb
 import ipywidgets as widgets
 import pandas as pd
 
-from comprl.experience.bank import Embedder, ExperienceBank
+from comprl.experience.bank import BankFileError, Embedder, ExperienceBank
+from comprl.experience.bank.store import check_bank_file
 from comprl.runs import Run
 
 ENTRY_TABLE_COLUMNS: tuple[str, ...] = (
@@ -119,12 +120,13 @@ def _copy_bank(source: Path, folder: Path) -> Path:
 
 
 def _bank_meta(copy: Path, source: Path) -> dict[str, str]:
-    """The ``meta`` table of a copied bank; this also folds the copied log into the copy (never into ``source``)."""
+    """The ``meta`` table of a copied bank, checked by :func:`check_bank_file`; this also folds the copied log
+    into the copy (never into ``source``)."""
     with duckdb.connect(str(copy)) as con:
-        try:
-            return dict(con.execute("SELECT key, value FROM meta").fetchall())
-        except duckdb.CatalogException:
-            raise ValueError(f"{source} is not an experience bank (it has no meta table)") from None
+        meta = check_bank_file(con, con.execute("SELECT current_database()").fetchone()[0], source)
+    if meta is None:
+        raise BankFileError(source, "is not an experience bank: it holds no tables")
+    return meta
 
 
 def _close_snapshot(bank: ExperienceBank, folder: str) -> None:
@@ -139,8 +141,10 @@ class BankExplorer:
     ``run_or_path`` is a :class:`~comprl.runs.Run`, a run folder, or a bank file. The explorer opens a copy of the
     file (and of its write-ahead log), taken when it is built and again on :meth:`reload`; the run's file is only
     read, so a training loop may keep writing to it. A copy taken while the writer checkpoints may fail to open:
-    reload. ``embedder`` serves the retrieval panel; by default the model recorded in the bank, loaded on the
-    first query. Search is exact (brute force), i.e. the oracle for what the actor's HNSW lookup returns.
+    reload. A file that is not a bank, of another schema version or damaged is refused with
+    :class:`~comprl.experience.bank.BankFileError` naming it. ``embedder`` serves the retrieval panel; by default
+    the model recorded in the bank, loaded on the first query. Search is exact (brute force), i.e. the oracle for
+    what the actor's HNSW lookup returns.
 
     Display the explorer (or its :attr:`widget`) in a notebook; the same views are methods: :meth:`table`,
     :meth:`changes`, :meth:`provenance`, :meth:`query`, :meth:`counters`.
@@ -165,8 +169,10 @@ class BankExplorer:
             copy = _copy_bank(self.path, Path(folder))
             meta = _bank_meta(copy, self.path)
             bank = ExperienceBank(copy, _StoredEmbedder(meta["embedder"], int(meta["dim"])), use_vss=False, index="exact")
-        except BaseException:
+        except BaseException as error:
             shutil.rmtree(folder, ignore_errors=True)
+            if isinstance(error, BankFileError):  # name the run's file, not the private copy
+                raise BankFileError(self.path, error.problem) from error
             raise
         self.bank = bank
         self.taken_at = datetime.now()

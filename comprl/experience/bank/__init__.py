@@ -8,6 +8,7 @@ HNSW via the ``vss`` extension; or brute force in SQL). :class:`Embedder` turns 
 
 from comprl.experience.bank.embedder import DEFAULT_MODEL, Embedder
 from comprl.experience.bank.store import (
+    BankFileError,
     BankLockedError,
     BankWriteError,
     Entry,
@@ -19,6 +20,7 @@ from comprl.experience.bank.store import (
 
 __all__ = [
     "DEFAULT_MODEL",
+    "BankFileError",
     "BankLockedError",
     "BankWriteError",
     "Embedder",

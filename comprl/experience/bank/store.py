@@ -14,7 +14,14 @@ Tables (plain SQL works on them, e.g. ``duckdb.connect("bank.duckdb").sql("FROM 
     it escaped as ``\\udXXX``, since DuckDB stores UTF-8 only). The log alone is enough
     to rebuild the bank as of any step (:meth:`ExperienceBank.at_step`).
 ``meta``
-    Embedding size and embedder name, checked when a file is reopened.
+    Key/value rows: ``dim`` and ``embedder`` (embedding size and model, checked when a file is reopened),
+    ``format`` (:data:`FORMAT_NAME`) and ``schema_version`` (:data:`SCHEMA_VERSION`).
+
+Every open checks the file before using it (:func:`check_bank_file`): an empty file becomes a new bank; a file with
+other tables, other columns, another format or schema version, or a damaged block is refused with
+:class:`BankFileError`, and nothing is written to it. Banks written before the version was stored (no ``format``
+or ``schema_version`` row) open as version 1 if their tables match version 1 exactly; a bank opened for writing
+then gets the two rows.
 
 Search runs where the bank's ``index`` argument says (:data:`SEARCH_INDEXES`). ``"memory"`` (the default): an
 exact in-memory index of the live entries (:class:`comprl.experience.index.MemoryIndex`), loaded from the file
@@ -29,6 +36,7 @@ the candidates correctly.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import math
@@ -92,6 +100,13 @@ OPERATION_COLUMNS: tuple[str, ...] = (
 SEARCH_INDEXES: tuple[str, ...] = ("memory", "hnsw", "exact")
 """Accepted ``index`` arguments of :class:`ExperienceBank` (the same as ``comprl.config.SEARCH_INDEXES``, which
 this module does not import: loading the config would load torch and the model stack)."""
+
+SCHEMA_VERSION = 1
+"""Layout of the bank file this code reads and writes (the tables and columns of :func:`_schema`), stored in
+``meta`` as ``schema_version``; a file of any other version is refused."""
+
+FORMAT_NAME = "comprl experience bank"
+"""``meta``'s ``format`` row: marks a DuckDB file as a bank written by comprl."""
 
 HNSW_EF_SEARCH = 256
 """The index's search breadth. The index stores its graph but not its ``ef_search`` option (a reopened file
@@ -161,6 +176,17 @@ class BankWriteError(ValueError):
         super().__init__(message)
         self.reason = reason
         self.write_index = write_index
+
+
+class BankFileError(ValueError):
+    """The file at ``path`` is not an experience bank this code can open: another DuckDB file (never adopted, even
+    if it has a table of the same name), another schema version, tables or columns other than version 1's, or a
+    damaged block. Nothing is written to it. ``problem`` is the message without the file's name."""
+
+    def __init__(self, path: Path | None, problem: str) -> None:
+        super().__init__(f"{path or ':memory:'} {problem}")
+        self.path = path
+        self.problem = problem
 
 
 class BankLockedError(RuntimeError):
@@ -333,6 +359,131 @@ def _load_vss(con: duckdb.DuckDBPyConnection) -> str | None:
     return None
 
 
+def _schema(dim: int, database: str) -> list[str]:
+    """The CREATE statements of a bank's tables (schema version 1) in the attached database ``database``."""
+    return [
+        f"CREATE TABLE {database}.meta (key VARCHAR, value VARCHAR)",
+        f"""CREATE TABLE {database}.entries (
+            id INTEGER NOT NULL, task VARCHAR NOT NULL, title VARCHAR NOT NULL, content VARCHAR NOT NULL,
+            embedding FLOAT[{dim}] NOT NULL, created_step INTEGER NOT NULL, updated_step INTEGER NOT NULL,
+            uses INTEGER NOT NULL, successes INTEGER NOT NULL, parents INTEGER[] NOT NULL,
+            deleted BOOLEAN NOT NULL, deleted_step INTEGER)""",
+        f"""CREATE TABLE {database}.operations (
+            seq BIGINT NOT NULL, op VARCHAR NOT NULL, step INTEGER NOT NULL, task VARCHAR, source VARCHAR,
+            origin VARCHAR, targets INTEGER[], entry_id INTEGER, title VARCHAR, content VARCHAR, raw VARCHAR,
+            result VARCHAR NOT NULL, batch BIGINT NOT NULL, uses INTEGER, successes INTEGER,
+            logged_at TIMESTAMP NOT NULL)""",
+    ]
+
+
+_TABLES = ("meta", "entries", "operations")  # the tables of _schema, in order
+_ACCEPTED_FILES = (
+    f"accepted: a new or empty file (made into a bank), or a bank of schema version {SCHEMA_VERSION} (also one "
+    f"written before the version was stored, if its tables match version {SCHEMA_VERSION} exactly)"
+)
+
+
+def _columns(con: duckdb.DuckDBPyConnection, database: str) -> dict[str, list[str]]:
+    """Every table and view of ``database`` with its columns as ``name TYPE [NOT NULL]``, in order (names outside
+    the main schema are prefixed with their schema)."""
+    rows = con.execute(
+        """SELECT schema_name, table_name, column_name, data_type, is_nullable FROM duckdb_columns()
+           WHERE database_name = ? AND NOT internal ORDER BY schema_name, table_name, column_index""",
+        [database],
+    ).fetchall()
+    tables: dict[str, list[str]] = {}
+    for schema, table, column, kind, nullable in rows:
+        name = table if schema == "main" else f"{schema}.{table}"
+        tables.setdefault(name, []).append(f"{column} {kind}" + ("" if nullable else " NOT NULL"))
+    return tables
+
+
+@functools.lru_cache(maxsize=8)
+def _expected_columns(dim: int) -> dict[str, list[str]]:
+    """The columns of a version-1 bank with ``dim``-dimensional embeddings, as :func:`_columns` lists them."""
+    with duckdb.connect() as scratch:
+        for statement in _schema(dim, "memory"):
+            scratch.execute(statement)
+        return _columns(scratch, "memory")
+
+
+def _differences(found: dict[str, list[str]], expected: dict[str, list[str]]) -> list[str]:
+    """How the tables ``found`` differ from those ``expected``, one phrase per difference."""
+    out = [f"an unexpected table {table}" for table in found if table not in expected]
+    for table, columns in expected.items():
+        have = found.get(table)
+        if have is None:
+            out.append(f"no table {table}")
+        elif set(have) != set(columns):
+            out += [f"{table} has an unexpected column {column}" for column in have if column not in columns]
+            out += [f"{table} lacks the column {column}" for column in columns if column not in have]
+        elif have != columns:
+            out.append(f"{table} has its columns in the order {', '.join(have)}")
+    return out
+
+
+def check_bank_file(con: duckdb.DuckDBPyConnection, database: str, path: Path | None) -> dict[str, str] | None:
+    """Check that the attached database ``database`` (the file ``path``) is empty or a bank of
+    :data:`SCHEMA_VERSION`, reading only; return its ``meta`` rows, or None if it holds no tables or views.
+
+    Anything else is a :class:`BankFileError` saying what was found and what is accepted: a file without comprl's
+    ``meta`` table (another DuckDB file), another ``format`` or ``schema_version``, or tables and columns other
+    than version 1's (an extra, missing or retyped column, an extra table). A file without ``format`` and
+    ``schema_version`` rows (written before they were stored) passes only if its tables match version 1 exactly.
+    """
+    found = _columns(con, database)
+    if not found:
+        return None
+    if found.get("meta") != _expected_columns(1)["meta"]:  # meta's columns do not depend on dim
+        raise BankFileError(
+            path,
+            f"is not an experience bank: it holds the tables {', '.join(found)} but no comprl meta table; "
+            f"{_ACCEPTED_FILES}",
+        )
+    meta = dict(con.execute(f"SELECT key, value FROM {database}.meta").fetchall())
+    form, version = meta.get("format"), meta.get("schema_version")
+    if (form, version) not in ((None, None), (FORMAT_NAME, str(SCHEMA_VERSION))):
+        raise BankFileError(
+            path,
+            f"holds format {form!r}, schema_version {version!r} in its meta table; this comprl reads format "
+            f"{FORMAT_NAME!r}, schema_version {SCHEMA_VERSION!r}; {_ACCEPTED_FILES}",
+        )
+    dim = meta.get("dim", "")
+    if not dim.isdigit() or int(dim) < 1 or "embedder" not in meta:
+        raise BankFileError(
+            path, f"has no valid dim and embedder rows in its meta table (found {sorted(meta)}); {_ACCEPTED_FILES}"
+        )
+    differences = _differences(found, _expected_columns(int(dim)))
+    if differences:
+        raise BankFileError(
+            path,
+            f"does not have the tables of a schema version {SCHEMA_VERSION} bank: {'; '.join(differences)}; "
+            f"{_ACCEPTED_FILES}",
+        )
+    return meta
+
+
+def _check_blocks(con: duckdb.DuckDBPyConnection, database: str, path: Path | None, index: bool) -> str | None:
+    """Read every column of every table once (DuckDB verifies each block's checksum as it reads it) and, if
+    ``index``, load the HNSW index; a damaged block is a :class:`BankFileError`. Returns the index's metric
+    (None if the file has no index or ``index`` is false)."""
+    metric = None
+    try:
+        for table in _TABLES:
+            con.execute(f"SELECT count(*), max(hash(COLUMNS(*))) FROM {database}.{table}").fetchall()
+        if index:
+            found = con.execute(
+                "SELECT metric FROM pragma_hnsw_index_info() WHERE catalog_name = ? AND index_name = ?",
+                [database, _INDEX],
+            ).fetchall()
+            metric = found[0][0] if found else None
+    except duckdb.Error as error:
+        raise BankFileError(
+            path, f"is damaged: {error}; accepted: an undamaged bank (restore it from a checkpoint or a copy)"
+        ) from error
+    return metric
+
+
 def _check_writes(writes: Sequence[Write]) -> list[tuple[int, ...]]:
     """Structural checks of a batch (no database needed); returns each write's targets as ints."""
     all_targets: list[tuple[int, ...]] = []
@@ -464,7 +615,9 @@ def _entry(row: Sequence[Any]) -> Entry:
 class ExperienceBank:
     """Experience entries with embeddings, vector search and a replayable log, in one DuckDB database.
 
-    ``path=None`` keeps the database in memory. Reopening a file restores everything, including the HNSW index.
+    ``path=None`` keeps the database in memory. Reopening a file restores everything, including the HNSW index;
+    a :meth:`snapshot` holds the tables only, and the index is rebuilt when a restored one opens. Opening checks
+    the file first and refuses (:class:`BankFileError`) anything but an empty file or a bank (module docstring).
     ``index`` picks where :meth:`search` runs (module docstring): ``"memory"`` holds the live entries' vectors
     (4 bytes x ``dim`` each) and rows in memory, loaded when the bank opens; ``"hnsw"`` needs ``use_vss``, which
     only decides whether the file keeps an HNSW index (kept up to date on every insert: 20,000 inserts took 75 s
@@ -530,7 +683,7 @@ class ExperienceBank:
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._attach(self.path)
-            self._create_schema()
+            self._open_tables(vss_loaded=why_not is None)
             if index == "memory":
                 self._live = self._load_live()
             if self.path is not None:
@@ -543,44 +696,43 @@ class ExperienceBank:
         """Open the file as the default database; a file another process holds is a :class:`BankLockedError`."""
         try:
             self._db().execute(f"ATTACH {_quote(path)} AS bank")
-        except duckdb.IOException as error:
-            if "Could not set lock" not in str(error):
-                raise
-            raise _locked_error(path, str(error)) from error
+        except duckdb.Error as error:
+            if isinstance(error, duckdb.IOException) and "Could not set lock" in str(error):
+                raise _locked_error(path, str(error)) from error
+            raise BankFileError(path, f"cannot be opened as a DuckDB database: {error}; {_ACCEPTED_FILES}") from error
         self._session.append("USE bank")
         self._db().execute(self._session[-1])
 
-    def _create_schema(self) -> None:
+    def _open_tables(self, vss_loaded: bool) -> None:
+        """Check the file (:func:`check_bank_file`, every block read once), make an empty one a new bank, stamp
+        one written before the version was stored with it, and give the bank its HNSW index (when ``use_vss``)."""
         con = self._db()
-        con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR, value VARCHAR)")
-        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-        if not meta:
-            con.executemany("INSERT INTO meta VALUES (?, ?)", [("dim", str(self.dim)), ("embedder", self.embedder.model)])
-        elif int(meta["dim"]) != self.dim:
+        database = con.execute("SELECT current_database()").fetchone()[0]
+        meta = check_bank_file(con, database, self.path)
+        if meta is None:
+            meta = dict(dim=str(self.dim), embedder=self.embedder.model, format=FORMAT_NAME)
+            meta["schema_version"] = str(SCHEMA_VERSION)
+            with self._transaction():
+                for statement in _schema(self.dim, database):
+                    con.execute(statement)
+                con.executemany("INSERT INTO meta VALUES (?, ?)", list(meta.items()))
+        if int(meta["dim"]) != self.dim:
             raise ValueError(
                 f"bank {self.path} holds {meta['dim']}-dim embeddings but embedder {self.embedder.model!r} makes {self.dim}"
             )
-        elif meta["embedder"] != self.embedder.model:
+        if meta["embedder"] != self.embedder.model:
             warnings.warn(
                 f"bank {self.path} was embedded with {meta['embedder']!r}, now searched with {self.embedder.model!r}",
                 RuntimeWarning,
                 stacklevel=3,
             )
-        con.execute(
-            f"""CREATE TABLE IF NOT EXISTS entries (
-                id INTEGER NOT NULL, task VARCHAR NOT NULL, title VARCHAR NOT NULL, content VARCHAR NOT NULL,
-                embedding FLOAT[{self.dim}] NOT NULL, created_step INTEGER NOT NULL, updated_step INTEGER NOT NULL,
-                uses INTEGER NOT NULL, successes INTEGER NOT NULL, parents INTEGER[] NOT NULL,
-                deleted BOOLEAN NOT NULL, deleted_step INTEGER)"""
-        )
-        con.execute(
-            """CREATE TABLE IF NOT EXISTS operations (
-                seq BIGINT NOT NULL, op VARCHAR NOT NULL, step INTEGER NOT NULL, task VARCHAR, source VARCHAR,
-                origin VARCHAR, targets INTEGER[], entry_id INTEGER, title VARCHAR, content VARCHAR, raw VARCHAR,
-                result VARCHAR NOT NULL, batch BIGINT NOT NULL, uses INTEGER, successes INTEGER,
-                logged_at TIMESTAMP NOT NULL)"""
-        )
+        metric = _check_blocks(con, database, self.path, index=vss_loaded)
+        if "schema_version" not in meta:
+            stamp = [("format", FORMAT_NAME), ("schema_version", str(SCHEMA_VERSION))]
+            con.executemany("INSERT INTO meta VALUES (?, ?)", stamp)
         if self.vss_enabled:
+            if metric not in (None, "cosine"):  # built by a copy that dropped the index's options
+                con.execute(f"DROP INDEX {_INDEX}")
             con.execute(f"CREATE INDEX IF NOT EXISTS {_INDEX} ON entries USING HNSW (embedding) WITH ({HNSW_OPTIONS})")
 
     def _load_live(self) -> _Live:
@@ -1035,27 +1187,49 @@ class ExperienceBank:
     # ---------------------------------------------------------------------------------------------------------
 
     def snapshot(self, dest: str | os.PathLike) -> Path:
-        """Copy the bank as it is now into the new file ``dest`` (a run's checkpoint), by DuckDB in one
-        transaction: searches in flight finish first, later ones and writes wait for the copy."""
+        """Copy the bank's tables as they are now into the new file ``dest`` (a run's checkpoint) in one
+        transaction: searches in flight finish first, later ones and writes wait for the copy.
+
+        The HNSW index is left out: the vss extension's persisted index is experimental, and DuckDB's own
+        ``COPY FROM DATABASE`` rebuilt it without its options (L2 instead of cosine). The bank rebuilds it from the
+        rows when a restored snapshot opens.
+        """
         dest = Path(dest)
         if dest.exists():
             raise FileExistsError(f"bank snapshot {dest} exists already")
         with self._lock.write():
             con = self._db()
+            source = con.execute("SELECT current_database()").fetchone()[0]
             con.execute(f"ATTACH {_quote(dest)} AS snapshot")
             try:
-                con.execute(f"COPY FROM DATABASE {'memory' if self.path is None else 'bank'} TO snapshot")
-            finally:
+                with self._transaction():
+                    for statement in _schema(self.dim, "snapshot"):
+                        con.execute(statement)
+                    for table in _TABLES:
+                        con.execute(f"INSERT INTO snapshot.{table} SELECT * FROM {source}.{table}")
+            except BaseException:
                 con.execute("DETACH snapshot")
+                dest.unlink(missing_ok=True)
+                raise
+            con.execute("DETACH snapshot")
         return dest
 
     @staticmethod
     def restore(snapshot: str | os.PathLike, path: str | os.PathLike) -> None:
         """Put a :meth:`snapshot` back at ``path`` (closed), dropping the write-ahead log a killed process left
-        there: replayed onto the snapshot it would redo writes made after the snapshot."""
+        there (replayed onto the snapshot it would redo writes made after the snapshot) and any HNSW index in the
+        copy (snapshots written before they left it out carry one): the bank rebuilds it when it opens. The
+        snapshot itself is not changed; one that is not a bank (:func:`check_bank_file`) is a
+        :class:`BankFileError`."""
         path = Path(path)
         Path(f"{path}.wal").unlink(missing_ok=True)
         shutil.copyfile(snapshot, path)
+        try:
+            with duckdb.connect(str(path)) as con:
+                if check_bank_file(con, con.execute("SELECT current_database()").fetchone()[0], Path(snapshot)):
+                    con.execute(f"DROP INDEX IF EXISTS {_INDEX}")
+        except duckdb.Error as error:
+            raise BankFileError(Path(snapshot), f"cannot be restored: {error}; {_ACCEPTED_FILES}") from error
 
     def close(self) -> None:
         """Write everything to the file (a checkpoint, which also stores the HNSW index), close it, delete the note
