@@ -6,19 +6,32 @@ A checkpoint is the folder ``<run>/checkpoint/``, written after a training step'
 - ``state.pt``: the step, the random states (python, numpy, torch) and the actor trainer's state (its trainable
   weights in fp32 and AdamW's moments; :meth:`comprl.policy.PolicyTrainer.state_dict`);
 - ``experience/``: the experience side's (:meth:`comprl.experience.manager.ExperienceManager.save_checkpoint`: a
-  snapshot of the bank, the queue of episodes, the extractor and its samples).
+  snapshot of the bank, the queue of episodes, the extractor and its samples);
+- ``manifest.json``: the step and every other file's size and sha256, written last.
 
 It is written whole into ``checkpoint.tmp/`` and then renamed, so a kill at any moment leaves one complete
-checkpoint: the previous one, or the new one (a kill between the two renames leaves it as ``checkpoint.old/``).
+checkpoint: the previous one, or the new one (a kill between the two renames leaves it as ``checkpoint.old/``). A
+save that runs out of disk space removes ``checkpoint.tmp/`` and raises :class:`OutOfSpace`, leaving the previous
+checkpoint as it was.
+
+:func:`latest` checks every file against the manifest and :class:`Checkpoint` loads tensors and plain data only
+(``torch.load(weights_only=True)``), so a damaged or altered checkpoint is refused with a
+:class:`CheckpointError` naming the file, instead of resuming from a wrong state or running code it holds.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
+import json
+import os
+import pickle
 import random
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -26,6 +39,17 @@ import torch
 FOLDER = "checkpoint"
 ACTOR_ADAPTERS = "actor_adapters.safetensors"
 """A finished LoRA run's trained actor adapters, in float16 (:func:`export_adapters`)."""
+MANIFEST = "manifest.json"
+_RECOVER = "delete the checkpoint folder to start the run over from step 1 (or run without resume)"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be resumed from: a file differs from the manifest, or holds more than tensors and
+    plain data."""
+
+
+class OutOfSpace(OSError):
+    """A checkpoint file could not be written for lack of disk space (errno ENOSPC)."""
 
 
 @dataclass(frozen=True)
@@ -42,12 +66,43 @@ class Checkpoint:
         return self.path / "experience"
 
     def state(self) -> dict[str, Any]:
-        return torch.load(self.path / "state.pt", weights_only=False)
+        """``state.pt``: the step, the random states and the actor trainer's state."""
+        state = load_torch(self.path / "state.pt")
+        if not isinstance(state, dict) or state.get("step") != self.step:
+            found = state.get("step") if isinstance(state, dict) else type(state).__name__
+            raise CheckpointError(
+                f"checkpoint {self.path}: state.pt is of step {found!r}, its step file and manifest say {self.step};"
+                f" {_RECOVER}"
+            )
+        return state
+
+
+def load_torch(path: Path, classes: Sequence[type] = ()) -> Any:
+    """A checkpoint's torch file, loaded weights-only: tensors and plain data, and instances of ``classes`` (rebuilt
+    from their fields; no code of theirs runs). Anything else is refused with a CheckpointError naming the file."""
+    try:
+        with torch.serialization.safe_globals(list(classes)):
+            return torch.load(path, weights_only=True)
+    except pickle.UnpicklingError as error:
+        paragraphs = str(error).split("\n\n")
+        reason = next((p.strip() for p in paragraphs if "GLOBAL" in p), "refused by the weights-only loader")
+        raise CheckpointError(
+            f"{path} holds more than tensors and plain data ({reason}); it is not loaded, since loading it could run"
+            f" code; {_RECOVER}"
+        ) from error
+    except (RuntimeError, EOFError, OSError) as error:
+        raise CheckpointError(f"{path} cannot be read ({error}); {_RECOVER}") from error
 
 
 def rng_state() -> dict[str, Any]:
-    """The states of the random generators the loop draws from (python, numpy's global one, torch's CPU one)."""
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """The states of the random generators the loop draws from (python, numpy's global one, torch's CPU one), as
+    tensors and plain data (numpy's key as a list of ints), which a weights-only load reads back."""
+    name, key, position, has_gauss, gauss = np.random.get_state()
+    state = {
+        "python": random.getstate(),
+        "numpy": (name, key.tolist(), position, has_gauss, gauss),
+        "torch": torch.get_rng_state(),
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -55,7 +110,8 @@ def rng_state() -> dict[str, Any]:
 
 def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    name, key, position, has_gauss, gauss = state["numpy"]
+    np.random.set_state((name, np.asarray(key, dtype=np.uint32), position, has_gauss, gauss))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -63,15 +119,25 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def save(run_path: Path, step: int, actor: Any | None, manager: Any | None) -> Checkpoint:
     """Write the checkpoint of ``step`` (``actor``: the actor trainer or None when the method freezes it;
-    ``manager``: the experience manager or None)."""
+    ``manager``: the experience manager or None). On any failure ``checkpoint.tmp/`` is removed and the previous
+    checkpoint is left as it was; lack of disk space is raised as :class:`OutOfSpace`, naming the file."""
     final, temporary, previous = _paths(run_path)
     shutil.rmtree(temporary, ignore_errors=True)
     temporary.mkdir(parents=True)
-    if manager is not None:
-        manager.save_checkpoint(temporary / "experience")
-    state = {"step": step, "rng": rng_state(), "actor": None if actor is None else actor.state_dict()}
-    torch.save(state, temporary / "state.pt")
-    (temporary / "step").write_text(str(step))
+    try:
+        if manager is not None:
+            with writing(temporary / "experience"):
+                manager.save_checkpoint(temporary / "experience")
+        state = {"step": step, "rng": rng_state(), "actor": None if actor is None else actor.state_dict()}
+        with writing(temporary / "state.pt"):
+            torch.save(state, temporary / "state.pt")
+        with writing(temporary / "step"):
+            (temporary / "step").write_text(str(step))
+        with writing(temporary / MANIFEST):
+            _write_manifest(temporary, step)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
     if final.exists():
         shutil.rmtree(previous, ignore_errors=True)
         final.rename(previous)
@@ -81,14 +147,98 @@ def save(run_path: Path, step: int, actor: Any | None, manager: Any | None) -> C
 
 
 def latest(run_path: Path) -> Checkpoint | None:
-    """The run's complete checkpoint, or None; an unfinished ``checkpoint.tmp/`` is removed."""
+    """The run's checkpoint, None before its first; an unfinished ``checkpoint.tmp/`` is removed. A checkpoint
+    whose files do not all match its manifest is refused (:func:`verify`)."""
     final, temporary, previous = _paths(run_path)
     shutil.rmtree(temporary, ignore_errors=True)
     if not final.exists() and previous.exists():  # killed between the renames
         previous.rename(final)
-    if not (final / "step").exists():
+    if not final.exists():
         return None
-    return Checkpoint(final, int((final / "step").read_text()))
+    return Checkpoint(final, verify(final))
+
+
+def verify(folder: Path) -> int:
+    """The step the checkpoint ``folder`` covers, after checking that its files are exactly those of its manifest,
+    each of the recorded size and sha256, and that its ``step`` file says the manifest's step; a CheckpointError
+    names the first file that disagrees."""
+    def refuse(name: str, problem: str) -> CheckpointError:
+        return CheckpointError(f"checkpoint {folder} cannot be resumed from: {name} {problem}; {_RECOVER}")
+
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+        step, files = manifest["step"], manifest["files"]
+        expected = {name: (int(entry["size"]), str(entry["sha256"])) for name, entry in files.items()}
+    except FileNotFoundError:
+        raise refuse(MANIFEST, "is missing (every checkpoint is written with one, after its other files)") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise refuse(MANIFEST, f"is unreadable ({error!r})") from error
+    if type(step) is not int:
+        raise refuse(MANIFEST, f"gives the step {step!r}, not an int")
+    present = set(_files(folder))
+    if extra := sorted(present - set(expected)):
+        raise refuse(extra[0], "is not in the manifest (remove it if you put it there)")
+    for name, (size, digest) in sorted(expected.items()):
+        if name not in present:
+            raise refuse(name, "is missing")
+        found_size, found_digest = _fingerprint(folder / name)
+        if found_size != size:
+            raise refuse(name, f"has {found_size} bytes, the manifest says {size}")
+        if found_digest != digest:
+            raise refuse(name, "differs from the manifest's sha256 (its bytes changed after it was written)")
+    said = (folder / "step").read_text() if (folder / "step").is_file() else None
+    if said is None or said.strip() != str(step):
+        raise refuse("step", f"says {said!r}, the manifest says {step}")
+    return step
+
+
+def _files(folder: Path) -> list[str]:
+    """The checkpoint's files but the manifest, by path relative to ``folder``."""
+    names = (p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    return sorted(name for name in names if name != MANIFEST)
+
+
+def _fingerprint(path: Path, sync: bool = False) -> tuple[int, str]:
+    """Size and sha256 of a file; with ``sync``, its bytes are flushed to the disk first."""
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as file:
+        if sync:
+            os.fsync(file.fileno())
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
+
+
+def _write_manifest(folder: Path, step: int) -> None:
+    """Commit the checkpoint in ``folder``: its manifest, written to a temporary name, synced and renamed, after
+    every file it lists is on the disk."""
+    files = {name: dict(zip(("size", "sha256"), _fingerprint(folder / name, sync=True))) for name in _files(folder)}
+    temporary = folder / f"{MANIFEST}.tmp"
+    with open(temporary, "w") as file:
+        json.dump({"step": step, "files": files}, file, indent=1)
+        file.flush()
+        os.fsync(file.fileno())
+    temporary.rename(folder / MANIFEST)
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """Raise a failed write of ``path`` for lack of disk space (errno ENOSPC or EDQUOT, DuckDB's "No space left on
+    device", or torch's short write, "unexpected pos") as :class:`OutOfSpace`, naming ``path``."""
+    try:
+        yield
+    except OutOfSpace:
+        raise
+    except Exception as error:
+        message = str(error)
+        if (
+            (isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT))
+            or "no space left on device" in message.lower()
+            or "unexpected pos" in message
+        ):
+            raise OutOfSpace(errno.ENOSPC, f"no space left on device while writing checkpoint {path}") from error
+        raise
 
 
 def covered_step(run_path: Path) -> int | None:

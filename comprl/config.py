@@ -452,7 +452,7 @@ class ExperienceConfig:
             raise ValueError(f"experience on_full={self.on_full!r}; accepted: drop_oldest, block")
         if self.shutdown not in ("drain", "persist"):
             raise ValueError(f"experience shutdown={self.shutdown!r}; accepted: drain, persist")
-        for name in ("query_batch", "search_workers", "distill_batch", "queue_size"):
+        for name in ("query_batch", "search_workers", "distill_batch", "queue_size", "max_pending_merges"):
             if getattr(self, name) < 1:
                 raise ValueError(f"experience {name}={getattr(self, name)!r}: must be >= 1")
         if self.query_wait_ms < 0 or self.warmup < 0 or self.warmup_wait_s < 0 or self.search_and_ask_uses < 0:

@@ -450,3 +450,29 @@ def test_acknowledged_writes_survive_sigkill(tmp_path):
         missing = set(acknowledged) - ids
         assert not missing, f"round {round}: acknowledged ids lost: {sorted(missing)}"
     assert len(acknowledged) >= 10
+
+
+def test_close_reports_every_dropped_episode_although_stats_took_the_counts(tmp_path):
+    settings = {"experience.queue_size": 2, "experience.shutdown": "persist"}
+    manager = ExperienceManager(config(**settings), tmp_path / "bank.duckdb", background=True)
+    manager.fence()  # suspended: nothing is distilled, the queue stays full
+    manager.submit([episode(i) for i in range(5)])
+    assert manager.stats()["manager_dropped"] == 3  # per interval, as the loop logs it
+    manager.submit([episode(i, step=2) for i in range(5)])
+    report = manager.close()
+    assert report["dropped"] == 8 and report["persisted"] == 2
+
+
+@pytest.mark.parametrize("bound", [1, 3])
+def test_merges_waiting_for_a_busy_extractor_never_exceed_the_bound(tmp_path, bound):
+    settings = {"extractor.merge_every": 1, "experience.max_pending_merges": bound}
+    manager = ExperienceManager(config(**settings), tmp_path / "bank.duckdb", background=True)
+    add(manager.bank, ["lesson a", "lesson b", "lesson c"])
+    with manager._engine_lock:  # the extractor is busy: merges wait
+        for step in range(1, 61):
+            manager.step_done(step)
+            assert len(manager._merges) <= bound
+    assert manager.flush(timeout=120)
+    stats = manager.stats()
+    assert stats["manager_merges"] + stats["manager_merges_coalesced"] == 60 and stats["manager_merges"] <= bound + 1
+    assert manager.close()["error"] is None

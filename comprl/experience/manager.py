@@ -41,6 +41,7 @@ import torch
 from transformers import PreTrainedModel
 
 from comprl import console
+from comprl.checkpoint import load_torch, writing
 from comprl.config import TRAINS_EXTRACTOR, ExperimentConfig
 from comprl.experience.bank import Embedder, Entry, ExperienceBank, Hit
 from comprl.experience.episode import Episode, Outcome
@@ -169,7 +170,8 @@ class ExperienceManager:
         self._suspended = False
         self._holds = 0  # checkpoints being written: the background thread starts no new work
         self._closing = False
-        self._counts: Counter = Counter()
+        self._counts: Counter = Counter()  # since the last stats()
+        self._totals: Counter = Counter()  # taken by stats() before
         self._timers: Counter = Counter()
         self._updates: list[dict[str, float]] = []
         self._gauges: dict[str, float] = {}
@@ -410,13 +412,17 @@ class ExperienceManager:
         self._count(manager_fence_seconds=time.perf_counter() - started)
 
     def step_done(self, step: int) -> None:
-        """The actor's step ``step`` is over: lift the fence and schedule this step's merge (every ``merge_every``)."""
+        """The actor's step ``step`` is over: lift the fence and schedule this step's merge (every ``merge_every``;
+        at most ``experience.max_pending_merges`` wait, a new one replacing the newest waiting one)."""
         merge_every = self.config.extractor.merge_every
         with self._cv:
             self._raise_background_error()
             self._step = step
             self._suspended = False
             if merge_every and step % merge_every == 0:
+                if len(self._merges) >= self.config.experience.max_pending_merges:
+                    self._merges.pop()  # subsumed by this one, which passes over every entry it would have
+                    self._counts["manager_merges_coalesced"] += 1
                 self._merges.append(step)
             self._cv.notify_all()
         if not self.background:
@@ -548,6 +554,7 @@ class ExperienceManager:
         with self._cv:
             self._raise_background_error()
             counts, self._counts = self._counts, Counter()
+            self._totals.update(counts)
             updates, self._updates = self._updates, []
             metrics = {k: float(v) for k, v in counts.items()}
             metrics["manager_queue"] = float(len(self._queue))
@@ -562,7 +569,8 @@ class ExperienceManager:
 
     def close(self) -> dict[str, Any]:
         """Stop: distil what is queued (``shutdown="drain"``) or write it beside the bank (``"persist"``), close
-        the bank, and report what was done."""
+        the bank, and report what was done (``dropped``: episodes dropped from a full queue in the manager's
+        whole life, whatever :meth:`stats` reported meanwhile)."""
         if self._report is not None:
             return self._report
         persist = self.config.experience.shutdown == "persist"
@@ -582,7 +590,7 @@ class ExperienceManager:
             self._searchers.shutdown(wait=True)
         else:
             self._drain()
-        report["dropped"] = int(self._counts["manager_dropped"])
+        report["dropped"] = int(self._totals["manager_dropped"] + self._counts["manager_dropped"])
         report["bank_size"] = len(self.bank)
         report["error"] = None if self._error is None else repr(self._error)
         self.bank.close()
@@ -613,7 +621,8 @@ class ExperienceManager:
             except BaseException:
                 self._holds -= 1
                 raise
-            queue, outcomes, merges = list(self._queue), list(self._outcomes), list(self._merges)
+            queue, merges = list(self._queue), list(self._merges)
+            outcomes = [([(o.entry_id, o.success) for o in batch], step) for batch, step in self._outcomes]
             state = {"step": self._step, "warm": set(self._warm), "outcomes": outcomes, "merges": merges}
         try:
             with self._rank_lock:
@@ -625,24 +634,29 @@ class ExperienceManager:
                 }
             state["extractor_rng"] = self._torch_rng
             state["trainer"] = None if self.trainer is None else self.trainer.state_dict()
-            self.bank.snapshot(directory / "bank.duckdb")
-            _write_episodes(directory / "queue.jsonl", queue)
-            torch.save(state, directory / "manager.pt")
+            with writing(directory / "bank.duckdb"):
+                self.bank.snapshot(directory / "bank.duckdb")
+            with writing(directory / "queue.jsonl"):
+                _write_episodes(directory / "queue.jsonl", queue)
+            with writing(directory / "manager.pt"):
+                torch.save(state, directory / "manager.pt")
         finally:
             with self._cv:
                 self._holds -= 1
                 self._cv.notify_all()
 
     def _load_checkpoint(self, directory: Path) -> None:
-        """Restore what :meth:`save_checkpoint` wrote (the bank file was put back before it was opened)."""
-        state = torch.load(directory / "manager.pt", weights_only=False)
+        """Restore what :meth:`save_checkpoint` wrote (the bank file was put back before it was opened), loading
+        tensors, plain data and extractor samples only (:func:`comprl.checkpoint.load_torch`)."""
+        state = load_torch(directory / "manager.pt", classes=[ExtractorSample])
         if (self.trainer is None) != (state["trainer"] is None):
             raise ValueError(f"checkpoint {directory} was written by a run that {'did not train' if self.trainer else 'trained'} its extractor")
         if self.trainer is not None:
             self.trainer.load_state_dict(state["trainer"])
             self.engine.sync_weights()
         self._step, self._warm = state["step"], set(state["warm"])
-        self._outcomes, self._merges = list(state["outcomes"]), deque(state["merges"])
+        self._outcomes = [([Outcome(*o) for o in batch], step) for batch, step in state["outcomes"]]
+        self._merges = deque(state["merges"])
         self._queue.extend(_read_episodes(directory / "queue.jsonl"))
         self._torch_rng = state["extractor_rng"]
         retrieval = state["retrieval"]
@@ -665,13 +679,55 @@ def _write_episodes(path: Path, episodes: Sequence[Episode]) -> None:
     path.write_text("".join(json.dumps(asdict(e)) + "\n" for e in episodes))
 
 
+_EPISODE_FIELDS = {
+    "task": str, "seed": int, "step": int, "index": int, "instruction": str, "messages": list, "success": bool,
+    "guided": bool, "experience_ids": list,
+}
+
+
 def _read_episodes(path: Path) -> list[Episode]:
+    """The episodes :func:`_write_episodes` wrote; a line that is not one is refused, naming the file and line."""
+    try:
+        lines = path.read_text().splitlines()
+    except UnicodeDecodeError as error:
+        raise ValueError(f"queue file {path} is not UTF-8 text ({error}); it holds one JSON episode per line") from None
     episodes = []
-    for line in path.read_text().splitlines():
-        if line.strip():
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
             data = json.loads(line)
-            episodes.append(Episode(**{**data, "messages": tuple(data["messages"]), "experience_ids": tuple(data["experience_ids"])}))
+        except json.JSONDecodeError as error:
+            problem = f"is not JSON ({error})"
+        else:
+            problem = _not_an_episode(data)
+        if problem:
+            fields = ", ".join(f"{name} ({kind.__name__})" for name, kind in _EPISODE_FIELDS.items())
+            raise ValueError(
+                f"queue file {path}, line {number}: {problem}; accepted: one JSON object per line with {fields}"
+            )
+        data.update(messages=tuple(data["messages"]), experience_ids=tuple(data["experience_ids"]))
+        episodes.append(Episode(**data))
     return episodes
+
+
+def _not_an_episode(data: Any) -> str | None:
+    """What keeps one parsed line of a queue file from being an :class:`Episode`; None when nothing does."""
+    if not isinstance(data, dict):
+        return f"is a JSON {type(data).__name__}, not an object"
+    if missing := sorted(set(_EPISODE_FIELDS) - set(data)):
+        return f"lacks {', '.join(missing)}"
+    if unknown := sorted(set(data) - set(_EPISODE_FIELDS)):
+        return f"has unknown fields {', '.join(unknown)}"
+    for name, kind in _EPISODE_FIELDS.items():
+        if not isinstance(data[name], kind) or (kind is int and isinstance(data[name], bool)):
+            return f"has {name}={data[name]!r}, not a {kind.__name__}"
+    if not all(isinstance(m, dict) and {"role", "content"} <= set(m) and all(isinstance(v, str) for v in m.values())
+               for m in data["messages"]):
+        return "has a message that is not an object of strings with a role and a content"
+    if not all(type(i) is int for i in data["experience_ids"]):
+        return "has experience_ids that are not all ints"
+    return None
 
 
 class RayExperienceManager:
