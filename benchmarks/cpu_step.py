@@ -64,7 +64,7 @@ def measure(overrides: dict[str, Any], steps: int, threads: int | None) -> dict[
 
     from comprl.config import make_config
     from comprl.llm import resolve_dtype
-    from comprl.trainers.loop import run_experiment
+    from comprl.loop import run_experiment
 
     if threads:
         torch.set_num_threads(threads)
@@ -98,8 +98,8 @@ def full_update(overrides: dict[str, Any], sequence_tokens: float, action_tokens
 
     from comprl.config import make_config
     from comprl.llm import load_model, resolve_dtype
-    from comprl.rollout import Trajectory
-    from comprl.trainers.actor import ActorTrainer
+    from comprl.actor.rollout import Trajectory
+    from comprl.actor.trainer import ActorTrainer
 
     if threads:
         torch.set_num_threads(threads)
@@ -177,7 +177,7 @@ def main() -> None:
     args = parser.parse_args()
     variants = DEFAULT_VARIANTS
     if args.variant:
-        from comprl.cli import parse_value
+        from comprl.notebook_runner import parse_value
 
         variants = {v[0]: {k: parse_value(x) for k, x in (item.split("=", 1) for item in v[1:])} for v in args.variant}
 

@@ -36,8 +36,8 @@ def main() -> None:
 
     from comprl.config import make_config
     from comprl.llm import HFEngine, load_model, resolve_dtype
-    from comprl.rollout import run_episodes
-    from comprl.trainers.actor import ActorTrainer
+    from comprl.actor.rollout import run_episodes
+    from comprl.actor.trainer import ActorTrainer
 
     config = make_config("cpu", method="baseline")
     model, tokenizer = load_model(config.model, dtype=resolve_dtype(config.dtype, "cpu"))

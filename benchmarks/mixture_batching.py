@@ -6,7 +6,7 @@
 Both arms play the training rollout of notebook 02's cpu runs (the cpu profile, one instance per task, 4
 rollouts each, up to 6 turns) with SmolLM2-135M as the actor holds it (LoRA adapters in float32, as ``comprl reproduce`` sets):
 
-- ``per_task``: :func:`comprl.rollout.run_episodes` as it runs, one ``generate`` call per task and turn;
+- ``per_task``: :func:`comprl.actor.rollout.run_episodes` as it runs, one ``generate`` call per task and turn;
 - ``one_batch``: every active episode of a turn in one call, as before per-task calls (a batch is left padded to
   its longest prompt and prefills every row's longest uncached suffix, so a Room row pays for a WebShop page).
 
@@ -34,11 +34,11 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from comprl import rollout
+    from comprl.actor import rollout
     from comprl.config import make_config
     from comprl.llm import HFEngine, load_model, resolve_dtype
     from comprl.reproduce import OVERRIDES
-    from comprl.trainers.actor import ActorTrainer
+    from comprl.actor.trainer import ActorTrainer
 
     config = make_config("cpu", **OVERRIDES["cpu"], method="baseline", tasks=args.tasks, batch_instances=1)
     model, tokenizer = load_model(config.model, dtype=resolve_dtype(config.dtype, "cpu"))

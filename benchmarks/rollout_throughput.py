@@ -54,8 +54,8 @@ from comprl.config import ActorConfig
 from comprl.envs import make
 from comprl.llm import HFEngine, load_model, resolve_dtype
 from comprl.planner import THROUGHPUT_DIR, THROUGHPUT_FORMAT
-from comprl.rollout import RolloutConfig, Trajectory, run_episodes
-from comprl.trainers.actor import ActorTrainer
+from comprl.actor.rollout import RolloutConfig, Trajectory, run_episodes
+from comprl.actor.trainer import ActorTrainer
 
 
 MODEL_CONFIGS = Path(__file__).resolve().parent / "model_configs"

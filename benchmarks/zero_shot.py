@@ -21,7 +21,7 @@ import torch
 from comprl.envs import ENV_IDS, make
 from comprl.envs.base import EVAL_SEED_OFFSET
 from comprl.llm import HFEngine, load_model, resolve_dtype
-from comprl.rollout import RolloutConfig, run_episodes, summarize
+from comprl.actor.rollout import RolloutConfig, run_episodes, summarize
 
 REPLY_TOKENS = {"comprl/SWE-Lite-v0": 192}
 """Reply budgets above the default 32 tokens, for envs whose actions are long."""

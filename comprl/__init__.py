@@ -27,9 +27,9 @@ _EXPORTS = {
     "random_policy_success": "comprl.envs",
     "summary_table": "comprl.runs",
     "task_table": "comprl.runs",
-    "run_experiment": "comprl.trainers.loop",
+    "run_experiment": "comprl.loop",
     "run_experiments": "comprl.parallel",
-    "evaluate_trained": "comprl.trainers.loop",
+    "evaluate_trained": "comprl.loop",
     "show_logs": "comprl.console",
 }
 """Public name -> its module. Imported on first use, so that ``import comprl.envs`` (the environments alone,

@@ -34,7 +34,7 @@ TRAINS_EXTRACTOR = {"baseline": False, "comp_rl": True, "static": False, "exp_on
 
 
 EXTRACTOR_STYLES: tuple[str, ...] = ("json", "lines", "note")
-"""Answer formats of the extractor (:mod:`comprl.experience.prompts`): the paper's JSON operation list, one compact
+"""Answer formats of the extractor (:mod:`comprl.experience.extractor.prompts`): the paper's JSON operation list, one compact
 line per operation, or one plain-text lesson per call (for models too small to follow either grammar)."""
 
 
@@ -515,7 +515,7 @@ class ExperimentConfig:
     """Refuse to run without CUDA (the ``paper`` profile)."""
     rollout_workers: int = 0
     """Ray actors that play each step's rollouts, whole GRPO groups each, with their own copy of the actor's
-    model (:mod:`comprl.trainers.workers`); they join ``experience.ray_address``. 0: the rollout runs in this
+    model (:mod:`comprl.actor.workers`); they join ``experience.ray_address``. 0: the rollout runs in this
     process. The official code rolls out on Ray workers (through verl); comprl's default keeps one process."""
     rollout_worker_cpus: int = 1
     """CPUs Ray reserves for each rollout worker (its torch threads); on CUDA each also takes one GPU."""

@@ -277,7 +277,7 @@ def _busy_neighbour(model_name: str, max_new_tokens: int, cores: tuple[int, ...]
 def _pinned_run(config: dict[str, Any], root: str, name: str, actor: tuple[int, ...], manager: tuple[int, ...]) -> pd.DataFrame:
     import torch
 
-    from comprl.trainers.loop import run_experiment
+    from comprl.loop import run_experiment
 
     config = ExperimentConfig.from_dict(config)
     ray = None

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 if TYPE_CHECKING:
     from comprl.config import ExperimentConfig
     from comprl.runs import Run
-    from comprl.trainers.loop import MetricsCallback
+    from comprl.loop import MetricsCallback
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def run_experiments(
 ) -> dict[str, Run]:
     """Run every experiment of ``plan`` (run name -> config) into ``output_dir/<name>``; return the runs in plan order.
 
-    ``jobs=1``: the runs one after another in this process, each with :func:`~comprl.trainers.loop.run_experiment`
+    ``jobs=1``: the runs one after another in this process, each with :func:`~comprl.loop.run_experiment`
     (progress bar, and ``callback`` sees every logged row: a live plot in a notebook).
 
     ``jobs > 1``: up to ``jobs`` runs at once, each in a fresh process (spawned) pinned to its own core of
@@ -81,7 +81,7 @@ def run_experiments(
     plan = dict(plan)
     cores = check_jobs(jobs)
     from comprl.runs import Run, copy_finished
-    from comprl.trainers.loop import run_experiment
+    from comprl.loop import run_experiment
 
     for name, config in plan.items() if resume and reuse else ():
         target = Path(output_dir) / name
@@ -214,7 +214,7 @@ def _worker(core: int, name: str, config: dict, output_dir: str, resume: bool, c
 
         from comprl import console
         from comprl.config import ExperimentConfig
-        from comprl.trainers.loop import run_experiment
+        from comprl.loop import run_experiment
 
         torch.set_num_threads(1)
         if console.headless():

@@ -262,9 +262,9 @@ def measure_prompt_tokens(env_ids: Sequence[str] | None = None, episodes: int = 
     from comprl.chat import ChatFormat
     from comprl.envs import ENV_IDS, make
     from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN
-    from comprl.experience.prompts import ExtractorFormat, distill_messages
+    from comprl.experience.extractor.prompts import ExtractorFormat, distill_messages
     from comprl.llm import load_tokenizer
-    from comprl.rollout import system_prompt
+    from comprl.actor.rollout import system_prompt
 
     tokenizer = load_tokenizer(PROMPT_TOKENIZER)
     chat = ChatFormat.from_tokenizer(tokenizer)
@@ -318,9 +318,9 @@ _PROSE = (
 
 def measure_shared_tokens() -> dict[str, int]:
     """The prompt pieces of :data:`SHARED_TOKENS`, in :data:`PROMPT_TOKENIZER`'s tokens."""
-    from comprl.experience.prompts import ExtractorFormat, merge_messages, refine_messages
+    from comprl.experience.extractor.prompts import ExtractorFormat, merge_messages, refine_messages
     from comprl.llm import load_tokenizer
-    from comprl.rollout import system_prompt
+    from comprl.actor.rollout import system_prompt
 
     tokenizer = load_tokenizer(PROMPT_TOKENIZER)
     fmt = ExtractorFormat()
@@ -464,7 +464,7 @@ def step_budget(config: ExperimentConfig) -> StepBudget:
 
 def _episode(first: float, per_turn: float, reply: int, turn_cap: int, context_cap: int) -> tuple[int, float, float, float]:
     """(turns, prefilled tokens with a prefix cache, prompt tokens without one, final sequence) of one episode whose
-    every reply is ``reply`` tokens long. As in :func:`comprl.rollout.run_episodes`, turn t + 1 is played only if
+    every reply is ``reply`` tokens long. As in :func:`comprl.actor.rollout.run_episodes`, turn t + 1 is played only if
     the sequence after it could still hold a whole reply: first + t * (reply + per_turn) + reply <= context_cap."""
     grow = reply + per_turn
     room = context_cap - reply - first

@@ -1,6 +1,6 @@
 """What the actor (GRPO) and the extractor (CISPO) trainers share: optimiser set-up and micro-batched updates.
 
-Both learners train on packed sequences (:class:`~comprl.rollout.PackedSequence`: token ids, a mask of the
+Both learners train on packed sequences (:class:`~comprl.actor.rollout.PackedSequence`: token ids, a mask of the
 model's own tokens, behaviour log-probs) with one advantage per sequence; they differ only in the per-token loss
 of :mod:`comprl.objectives` and in how advantages are computed.
 """

@@ -136,7 +136,7 @@ STEPS: tuple[Step, ...] = (
 
 def notebook_defaults(notebook: str) -> dict[str, Any]:
     """The default values of a notebook's parameters cell (the variants a notebook runs live there, once)."""
-    from comprl.cli import declared_parameters, notebook_path
+    from comprl.notebook_runner import declared_parameters, notebook_path
 
     return declared_parameters(notebook_path(notebook))
 
@@ -144,7 +144,7 @@ def notebook_defaults(notebook: str) -> dict[str, Any]:
 def reproduce(profile: str, results: Path, force: bool = False, only: list[str] | None = None, jobs: int = 1) -> Path:
     """Execute the notebooks of :data:`STEPS` (or those named in ``only``) with ``profile``; write the report.
     ``jobs``: runs at once, one core each, in the notebooks that take a ``jobs`` parameter."""
-    from comprl.cli import run_notebook
+    from comprl.notebook_runner import run_notebook
     from comprl.parallel import check_jobs
 
     if profile not in PROFILES:
@@ -526,7 +526,7 @@ def _ratio(a: float, b: float) -> float | None:
 
 
 def _setup(profile: str, configs: list[ExperimentConfig], times: dict[str, Any]) -> list[str]:
-    from comprl.experience.prompts import ExtractorFormat, distill_messages
+    from comprl.experience.extractor.prompts import ExtractorFormat, distill_messages
 
     models = sorted({c.model for c in configs})
     extractors = sorted({c.extractor.model for c in configs if c.uses_experience})

@@ -198,8 +198,8 @@ def moves(run_dir: str, episodes: int, temperature: float, untrained: bool) -> N
     from comprl import Run
     from comprl.envs.base import EVAL_SEED_OFFSET
     from comprl.llm import HFEngine, load_model, resolve_dtype
-    from comprl.rollout import run_episodes, summarize
-    from comprl.trainers.loop import trained_actor
+    from comprl.actor.rollout import run_episodes, summarize
+    from comprl.loop import trained_actor
 
     if untrained:
         config = Run(Path(run_dir)).config()

@@ -11,8 +11,8 @@ import pytest
 
 from comprl.experience.bank import BankWriteError, Embedder, ExperienceBank, NewEntry, Write
 from comprl.experience.bank.store import SEARCH_INDEXES
-from comprl.experience import index as memory_index
-from comprl.experience.index import MemoryIndex, _top_k
+from comprl.experience.bank import index as memory_index
+from comprl.experience.bank.index import MemoryIndex, _top_k
 
 DIM = 64
 TASKS = (None, "a", "b", "c", "nobody")

@@ -11,8 +11,8 @@ from comprl.envs import make
 from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN
 from comprl.llm import HFEngine, load_model
 from comprl.llm.choice import ReplyChoices, restrict
-from comprl.rollout import RolloutConfig, run_episodes
-from comprl.trainers.actor import ActorConfig, ActorTrainer
+from comprl.actor.rollout import RolloutConfig, run_episodes
+from comprl.actor.trainer import ActorConfig, ActorTrainer
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"
 CONSTRAINED = RolloutConfig(max_new_tokens=16, temperature=1.0, constrained_actions=True)
@@ -92,7 +92,7 @@ def test_constrained_log_probs_are_renormalised_and_the_trainer_recomputes_them(
 
 def test_only_a_bracketed_placeholder_is_free_text(fresh):
     from comprl.chat import ChatFormat
-    from comprl.rollout import _Choices
+    from comprl.actor.rollout import _Choices
 
     _, tokenizer, _ = fresh
     fmt = ChatFormat.from_tokenizer(tokenizer)

@@ -13,12 +13,13 @@ from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 
 from comprl import make_config
-from comprl import cli
-from comprl.cli import check_parameters, declared_parameters, main, notebook_path, parse_value
+from comprl import cli, notebook_runner
+from comprl.cli import main
+from comprl.notebook_runner import check_parameters, declared_parameters, notebook_path, parse_value
 from comprl.config import METHODS, PROFILES, ExperimentConfig, RolloutConfig
 from comprl.envs import make
 from comprl.runs import Run
-from comprl.trainers.actor import ActorConfig
+from comprl.actor.trainer import ActorConfig
 
 
 def test_profiles_differ_in_scale_and_model():
@@ -258,13 +259,13 @@ def test_cli_folder_parameters_are_taken_from_the_callers_directory_not_the_note
 
 
 def test_cli_resume_continues_the_newest_output_folder_of_that_notebook_and_profile(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "REPO_ROOT", tmp_path)
-    notebook = cli.notebook_path("01_single_task")
+    monkeypatch.setattr(notebook_runner, "REPO_ROOT", tmp_path)
+    notebook = notebook_runner.notebook_path("01_single_task")
     with pytest.raises(SystemExit, match="no earlier run of 01_single_task with profile cpu"):
-        cli.latest_output(notebook, "cpu")
+        notebook_runner.latest_output(notebook, "cpu")
     for name in ("01_single_task_cpu_20261101-000000", "01_single_task_cpu_20261122-093000", "01_single_task_smoke_20261123-000000"):
         (tmp_path / "results" / name).mkdir(parents=True)
-    assert cli.latest_output(notebook, "cpu").name == "01_single_task_cpu_20261122-093000"
+    assert notebook_runner.latest_output(notebook, "cpu").name == "01_single_task_cpu_20261122-093000"
 
 
 def test_the_command_and_the_configs_load_without_torch():

@@ -7,9 +7,9 @@ import torch
 
 from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
 from comprl.envs import make
-from comprl.experience.track import ExperienceTrack
-from comprl.rollout import RolloutConfig, run_episodes
-from comprl.experience.trainer import ExtractorConfig, ExtractorSample
+from comprl.experience.extractor.track import ExperienceTrack
+from comprl.actor.rollout import RolloutConfig, run_episodes
+from comprl.experience.extractor.trainer import ExtractorConfig, ExtractorSample
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"
 

@@ -9,7 +9,7 @@ from conftest import pack
 from comprl.llm import HFEngine, SamplingParams, load_model
 from comprl.llm.scoring import token_logprobs
 from comprl.experience.episode import Outcome
-from comprl.experience.trainer import ExtractorConfig, ExtractorSample, ExtractorTrainer
+from comprl.experience.extractor.trainer import ExtractorConfig, ExtractorSample, ExtractorTrainer
 from comprl.policy import pad_batch
 
 
@@ -319,7 +319,7 @@ def test_a_trained_sample_is_kept_for_reuse_only_while_its_entries_are_used(fres
 
 def test_a_merge_reply_records_the_ids_each_new_entry_replaced(tmp_path, fresh):
     from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
-    from comprl.experience.track import ExperienceTrack
+    from comprl.experience.extractor.track import ExperienceTrack
 
     _, tokenizer, engine = fresh
     bank = ExperienceBank(tmp_path / "bank.duckdb", Embedder())

@@ -24,10 +24,10 @@ from papermill.parameterize import parameterize_notebook
 from playwright.sync_api import expect, sync_playwright
 
 from comprl import console
-from comprl.cli import NOTEBOOKS, REPO_ROOT
+from comprl.notebook_runner import NOTEBOOKS, REPO_ROOT
 from comprl.config import make_config
 from comprl.runs import Run
-from comprl.trainers.loop import run_experiment
+from comprl.loop import run_experiment
 from comprl.widgets import BankExplorer
 
 CHROMIUM = shutil.which("chromium")

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from comprl.latency import CLOCKS, measure_overhead, mode_config, overhead_table, split_cores, verdict
-from comprl.trainers.loop import run_experiment
+from comprl.loop import run_experiment
 
 
 def test_mode_config_maps_modes_to_methods_and_batch_sizes():

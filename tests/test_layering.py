@@ -2,7 +2,8 @@
 
 The experience side (``comprl.experience``) is a service the actor side calls; it imports nothing from the
 actor side, and the shared layer (configs, models, objectives, environments) imports neither side.
-Reproduce by hand with ``grep -rnE "^\\s*(from|import) comprl\\.(rollout|trainers)" comprl/experience``.
+The actor side (``comprl.actor``) and the experience loop (``comprl.loop``) sit above both. Reproduce by hand with
+``grep -rnE "^\\s*(from|import) comprl\\.(actor|loop)" comprl/experience``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "comprl"
-ACTOR_SIDE = ("comprl.rollout", "comprl.trainers")
+ACTOR_SIDE = ("comprl.actor", "comprl.loop")
 EXPERIENCE_SIDE = ("comprl.experience",)
 ABOVE_BOTH = ("comprl.runs", "comprl.widgets", "comprl.cli", "comprl.parallel")
 SHARED = ["config.py", "policy.py", "objectives.py", "chat.py", "console.py", "checkpoint.py", "llm", "envs"]
@@ -26,7 +27,8 @@ def imported_modules(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
+            found.add(node.module)  # and each imported name, which may be a module (``from comprl import cli``)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
     return {name for name in found if name == "comprl" or name.startswith("comprl.")}
 
 
@@ -58,7 +60,7 @@ def test_the_shared_layer_imports_neither_side() -> None:
 
 
 def test_config_imports_no_trainer_module() -> None:
-    assert not any(m.startswith(("comprl.trainers", "comprl.experience")) for m in imported_modules(PACKAGE / "config.py"))
+    assert not any(m.startswith(ACTOR_SIDE + EXPERIENCE_SIDE) for m in imported_modules(PACKAGE / "config.py"))
 
 
 @pytest.mark.parametrize("module", ["comprl.experience", "comprl.experience.manager"])
@@ -68,7 +70,7 @@ def test_importing_the_experience_side_loads_no_actor_module(module: str) -> Non
 
     code = (
         f"import sys, {module}; "
-        "print(sorted(m for m in sys.modules if m.startswith(('comprl.rollout', 'comprl.trainers'))))"
+        "print(sorted(m for m in sys.modules if m.startswith(('comprl.actor', 'comprl.loop'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
@@ -78,4 +80,26 @@ def test_the_check_sees_a_violation() -> None:
     """The AST scan finds imports inside functions too (so the tests above could fail)."""
     source = PACKAGE.parent / "tests" / "test_layering.py"
     assert "comprl.experience.manager" not in imported_modules(source)  # a string, not an import
-    assert imported_modules(PACKAGE / "trainers" / "loop.py") & {"comprl.rollout", "comprl.experience.track"}
+    assert imported_modules(PACKAGE / "loop.py") & {"comprl.actor.rollout", "comprl.experience.extractor.track"}
+
+
+def test_no_module_of_the_package_imports_itself_in_a_circle() -> None:
+    """Following every import (lazy ones too), no module of ``comprl`` reaches itself again."""
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = {m for m in imported_modules(path) if m != name}
+
+    def reaches(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for target in modules.get(todo.pop(), ()):
+                # an import of a.b.c also runs a and a.b; only real modules count
+                if target in modules and target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+        return seen
+
+    circles = sorted(name for name in modules if name in reaches(name) and not name.endswith("comprl"))
+    assert circles == []

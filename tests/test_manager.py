@@ -24,7 +24,7 @@ from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
 from comprl.experience.episode import Episode, Outcome
 from comprl.experience.manager import ExperienceManager, queue_path
 from comprl.llm import HFEngine, load_model, sharing_weights
-from comprl.trainers.actor import ActorTrainer
+from comprl.actor.trainer import ActorTrainer
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"
 MAZE = "comprl/MazeWalk-9x9-v0"
@@ -253,7 +253,7 @@ def test_a_run_whose_extractor_shares_the_actors_base_logs_what_a_run_with_two_c
 
     from comprl.envs import mixture
     from comprl.llm import load_tokenizer
-    from comprl.trainers import loop
+    from comprl import loop
 
     model, _ = load_model("tiny-random", seed=0)  # saved, so that actor and extractor load the same weights
     model.save_pretrained(tmp_path / "model")

@@ -376,7 +376,7 @@ def test_a_finished_run_leaves_nothing_of_itself_alive_when_it_was_the_first_to_
         """
         import gc, sys, tempfile, types
         from comprl.config import make_config
-        from comprl.trainers.loop import run_experiment
+        from comprl.loop import run_experiment
         assert "minihack" not in sys.modules
         with tempfile.TemporaryDirectory() as folder:
             run_experiment(make_config("smoke", method="baseline", steps=1), folder, name="run", progress=False)

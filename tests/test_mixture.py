@@ -13,7 +13,7 @@ from comprl.envs import ENV_IDS, make
 from comprl.envs.mixture import MIXTURES, TASK_NAMES, TaskMixture, preset
 from comprl.experience.bank import NewEntry, Write
 from comprl.experience.manager import ExperienceManager
-from comprl.trainers.loop import _rollout_seeds, _search_by_task
+from comprl.loop import _rollout_seeds, _search_by_task
 
 ROOM, WEBSHOP, ALFWORLD = MIXTURES["3-task"]
 

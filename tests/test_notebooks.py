@@ -10,7 +10,8 @@ import re
 import duckdb
 import pandas as pd
 
-from comprl.cli import kernel_manager_class, main
+from comprl.cli import main
+from comprl.notebook_runner import kernel_manager_class
 
 
 LOG_LINE = re.compile(

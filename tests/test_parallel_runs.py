@@ -88,7 +88,7 @@ def test_two_runs_at_once_log_the_rows_of_the_same_runs_one_after_another(tmp_pa
         raise AssertionError("with jobs=2 no run is made in the calling process")
 
     with monkeypatch.context() as patch:
-        patch.setattr("comprl.trainers.loop.run_experiment", not_here)
+        patch.setattr("comprl.loop.run_experiment", not_here)
         at_once = run_experiments(plan(), tmp_path / "parallel", jobs=2)
 
     assert list(at_once) == list(plan())  # plan order

@@ -41,7 +41,7 @@ def _observation(turn: int, session: int) -> str:
 
 
 def _play(engine: HFEngine, params: SamplingParams, turns: int, use_sessions: bool, seed: int = 0):
-    """Multi-turn lockstep play like comprl.rollout: prompt + reply + next observation each turn."""
+    """Multi-turn lockstep play like comprl.actor.rollout: prompt + reply + next observation each turn."""
     fmt = ChatFormat.from_tokenizer(engine.tokenizer)
     prompts = _first_prompts(engine.tokenizer)
     sessions = [f"episode-{i}" for i in range(len(prompts))] if use_sessions else None

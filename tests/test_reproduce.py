@@ -48,7 +48,7 @@ def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_pat
 
 def test_jobs_go_to_the_notebooks_that_take_them_and_must_fit_the_cores(tmp_path, monkeypatch, capsys):
     executed = {}
-    monkeypatch.setattr("comprl.cli.run_notebook", lambda name, profile, params, out: executed.setdefault(name, params))
+    monkeypatch.setattr("comprl.notebook_runner.run_notebook", lambda name, profile, params, out: executed.setdefault(name, params))
     monkeypatch.setattr(parallel, "usable_cores", lambda: [0, 1])
     assert main(["reproduce", "--profile", "smoke", "--results", str(tmp_path), "--jobs", "2"]) == 0
     assert {name: params.get("jobs") for name, params in executed.items()} == {
@@ -69,7 +69,7 @@ def test_jobs_go_to_the_notebooks_that_take_them_and_must_fit_the_cores(tmp_path
 def test_the_cpu_reproduction_copies_the_committed_reference_runs_on_their_sampling_path(tmp_path, monkeypatch, capsys):
     executed = {}
     monkeypatch.setattr(reproduce, "_missing_models", lambda profile, steps: [])  # Gemma (03) is an opt-in extra
-    monkeypatch.setattr("comprl.cli.run_notebook", lambda name, profile, params, out: executed.setdefault(name, params))
+    monkeypatch.setattr("comprl.notebook_runner.run_notebook", lambda name, profile, params, out: executed.setdefault(name, params))
     monkeypatch.setattr("comprl.reproduce.write_report", lambda profile, results: results / "REPORT.md")
     assert main(["reproduce", "--profile", "cpu", "--results", str(tmp_path)]) == 0
     reference = str(tmp_path / "reference" / "01_single_task_cpu")
@@ -87,7 +87,7 @@ def test_the_cpu_reproduction_copies_the_committed_reference_runs_on_their_sampl
 
 def test_a_model_that_is_not_installed_stops_the_reproduction_before_any_notebook(tmp_path, monkeypatch, capsys):
     executed = []
-    monkeypatch.setattr("comprl.cli.run_notebook", lambda name, profile, params, out: executed.append(name))
+    monkeypatch.setattr("comprl.notebook_runner.run_notebook", lambda name, profile, params, out: executed.append(name))
     monkeypatch.setattr("comprl.reproduce.write_report", lambda profile, results: results / "REPORT.md")
     # as if the Gemma extra were not installed: its module is one that does not exist
     monkeypatch.setitem(reproduce.MODEL_PACKAGES, "gemma3-270m", ("comprl_no_such_module", "pip install it"))
@@ -446,7 +446,7 @@ def test_a_notebooks_wall_time_adds_up_over_a_killed_call_and_the_call_that_fini
         if len(calls) == 1:
             raise KeyboardInterrupt  # the first call dies inside 01
 
-    monkeypatch.setattr("comprl.cli.run_notebook", run_notebook)
+    monkeypatch.setattr("comprl.notebook_runner.run_notebook", run_notebook)
     monkeypatch.setattr(reproduce, "CLOCK_SECONDS", 0.1)
     monkeypatch.setattr("comprl.reproduce.write_report", lambda profile, results: results / "REPORT.md")
     args = ["reproduce", "--profile", "smoke", "--results", str(tmp_path), "--only", "01_single_task"]
@@ -474,7 +474,7 @@ def test_two_reproductions_side_by_side_keep_each_others_wall_times(tmp_path, mo
         both_running.wait(timeout=10)  # the two calls are inside their notebooks at the same time
         time.sleep(0.5)  # each one records several times while the other one runs
 
-    monkeypatch.setattr("comprl.cli.run_notebook", run_notebook)
+    monkeypatch.setattr("comprl.notebook_runner.run_notebook", run_notebook)
     monkeypatch.setattr(reproduce, "CLOCK_SECONDS", 0.05)
     monkeypatch.setattr("comprl.reproduce.write_report", lambda profile, results: results / "REPORT.md")
     calls = [

@@ -15,7 +15,7 @@ from comprl import checkpoint
 from comprl.config import make_config
 from comprl.runs import Run
 from comprl.envs import mixture
-from comprl.trainers import loop
+from comprl import loop
 
 TIMING = ("seconds", "per_second", "_ms_")
 

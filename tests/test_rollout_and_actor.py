@@ -15,10 +15,10 @@ from comprl.chat import ChatFormat
 from comprl.config import make_config
 from comprl.envs import make
 from comprl.llm import HFEngine, load_model
-from comprl.rollout import EXPERIENCE_HEADING, RolloutConfig, run_episodes, summarize, system_prompt
+from comprl.actor.rollout import EXPERIENCE_HEADING, RolloutConfig, run_episodes, summarize, system_prompt
 from comprl.envs import mixture
-from comprl.trainers import loop
-from comprl.trainers.actor import ActorConfig, ActorTrainer
+from comprl import loop
+from comprl.actor.trainer import ActorConfig, ActorTrainer
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"
 ROLLOUT = RolloutConfig(max_new_tokens=6, temperature=1.0)

@@ -14,9 +14,9 @@ import torch
 
 from comprl.config import make_config
 from comprl.llm import load_model
-from comprl.trainers.actor import ActorTrainer
-from comprl.trainers.loop import make_envs, run_experiment, split_halves
-from comprl.trainers.workers import RolloutWorkers
+from comprl.actor.trainer import ActorTrainer
+from comprl.loop import make_envs, run_experiment, split_halves
+from comprl.actor.workers import RolloutWorkers
 
 ray = pytest.importorskip("ray")
 RAY = Path(sys.executable).with_name("ray")

@@ -16,10 +16,10 @@ import torch
 
 from comprl.chat import ChatFormat
 from comprl.envs import make
-from comprl.experience.prompts import SEARCH_CLOSE, SEARCH_OPEN
+from comprl.experience.extractor.prompts import SEARCH_CLOSE, SEARCH_OPEN
 from comprl.llm import HFEngine, token_logprobs
 from comprl.llm.engine import Completion, SamplingParams
-from comprl.rollout import NO_MATCH, SEARCH_RESULTS, RolloutConfig, Session, run_episodes, search_query, summarize, system_prompt
+from comprl.actor.rollout import NO_MATCH, SEARCH_RESULTS, RolloutConfig, Session, run_episodes, search_query, summarize, system_prompt
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"
 ALFWORLD = "comprl/ALFWorld-v0"

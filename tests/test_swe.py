@@ -340,7 +340,7 @@ def test_docker_adapter_names_what_it_needs(tmp_path):
 
 @needs_sandbox
 def test_model_plays_swe_lite_through_the_rollout_code(tiny_engine):
-    from comprl.rollout import RolloutConfig, run_episodes
+    from comprl.actor.rollout import RolloutConfig, run_episodes
 
     envs = [make("comprl/SWE-Lite-v0", max_turns=2) for _ in range(2)]
     config = RolloutConfig(max_new_tokens=16, response_prefix="<answer>")

@@ -33,7 +33,7 @@ from comprl.llm.vllm_engine import (
     vllm_sampling_kwargs,
     write_checkpoint,
 )
-from comprl.trainers.actor import ActorTrainer
+from comprl.actor.trainer import ActorTrainer
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 

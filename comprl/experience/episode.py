@@ -1,6 +1,6 @@
 """What the experience side is told about a finished episode, and how its entries fared.
 
-The actor side (:mod:`comprl.rollout`) turns each finished trajectory into an :class:`Episode`: plain data (text,
+The actor side (:mod:`comprl.actor.rollout`) turns each finished trajectory into an :class:`Episode`: plain data (text,
 ids, an outcome) with no token tensors, small enough to cross a process boundary to a Ray-hosted manager.
 """
 

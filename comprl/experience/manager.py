@@ -45,8 +45,8 @@ from comprl.checkpoint import load_torch, writing
 from comprl.config import TRAINS_EXTRACTOR, ExperimentConfig
 from comprl.experience.bank import Embedder, Entry, ExperienceBank, Hit
 from comprl.experience.episode import Episode, Outcome
-from comprl.experience.trainer import ExtractorSample, ExtractorTrainer
-from comprl.experience.track import ExperienceTrack
+from comprl.experience.extractor.trainer import ExtractorSample, ExtractorTrainer
+from comprl.experience.extractor.track import ExperienceTrack
 from comprl.llm import HFEngine, load_model, load_tokenizer, resolve_dtype
 from comprl.policy import PolicyTrainer
 

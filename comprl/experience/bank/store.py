@@ -24,7 +24,7 @@ or ``schema_version`` row) open as version 1 if their tables match version 1 exa
 then gets the two rows.
 
 Search runs where the bank's ``index`` argument says (:data:`SEARCH_INDEXES`). ``"memory"`` (the default): an
-exact in-memory index of the live entries (:class:`comprl.experience.index.MemoryIndex`), loaded from the file
+exact in-memory index of the live entries (:class:`comprl.experience.bank.index.MemoryIndex`), loaded from the file
 when the bank opens and changed together with it under the bank's write lock; it also keeps the live entries'
 rows, so a search reads nothing from DuckDB. ``"hnsw"``: the HNSW index in the file (DuckDB ``vss`` extension,
 cosine metric, built when ``use_vss``), approximate. ``"exact"``: brute force in SQL with
@@ -60,7 +60,7 @@ import numpy as np
 import pandas as pd
 
 from comprl.experience.bank.embedder import Embedder
-from comprl.experience.index import MemoryIndex
+from comprl.experience.bank.index import MemoryIndex
 
 ENTRY_COLUMNS: tuple[str, ...] = (
     "id",

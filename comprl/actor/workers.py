@@ -1,6 +1,6 @@
 """Rollout workers as Ray actors: the step's episodes played on several processes or machines.
 
-With ``rollout_workers > 0`` the loop (:func:`comprl.trainers.loop.run_experiment`) keeps the learners, the
+With ``rollout_workers > 0`` the loop (:func:`comprl.loop.run_experiment`) keeps the learners, the
 experience manager and the held-out evaluation where they are, and hands each step's rollouts to that many
 :class:`RolloutWorker` actors, next to the manager's actor when it runs in Ray too (``experience.mode="async"``).
 Each worker holds its own copy of the actor's model and the envs of its share of the rollouts: whole GRPO groups,
@@ -31,8 +31,8 @@ import torch
 
 from comprl.config import TRAINS_ACTOR, ExperimentConfig
 from comprl.llm import load_model, make_engine, resolve_dtype
-from comprl.rollout import Trajectory, run_episodes
-from comprl.trainers.actor import ActorTrainer
+from comprl.actor.rollout import Trajectory, run_episodes
+from comprl.actor.trainer import ActorTrainer
 
 class RolloutWorker:
     """One worker: the actor's model (with the same LoRA layout as the learner) and envs for its rows."""

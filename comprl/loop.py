@@ -27,10 +27,10 @@ from comprl.envs.mixture import task_name
 from comprl.experience.episode import Outcome
 from comprl.experience.manager import Manager, connect
 from comprl.llm import HFEngine, load_model, make_engine, resolve_dtype, sharing_weights
-from comprl.rollout import Trajectory, retrieval_query, run_episodes, summarize
+from comprl.actor.rollout import Trajectory, retrieval_query, run_episodes, summarize
 from comprl.runs import Run
-from comprl.trainers.actor import ActorTrainer
-from comprl.trainers.workers import RolloutWorkers
+from comprl.actor.trainer import ActorTrainer
+from comprl.actor.workers import RolloutWorkers
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from transformers import PreTrainedModel
 from comprl.objectives import grpo_policy_loss, split_group_advantages
 from comprl.config import ActorConfig
 from comprl.policy import PolicyTrainer
-from comprl.rollout import Trajectory
+from comprl.actor.rollout import Trajectory
 
 
 class ActorTrainer(PolicyTrainer):

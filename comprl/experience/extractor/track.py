@@ -1,13 +1,13 @@
 """The extractor at work on one task: reading finished episodes and writing the bank.
 
 :class:`ExperienceTrack` ties together an extractor generation engine, an :class:`~comprl.experience.bank.ExperienceBank`
-and the prompts/validation of :mod:`comprl.experience.prompts` (the manager, :mod:`comprl.experience.manager`,
+and the prompts/validation of :mod:`comprl.experience.extractor.prompts` (the manager, :mod:`comprl.experience.manager`,
 keeps one per task over one shared bank and schedules their work):
 
 - ``distill`` prompts the extractor with finished trajectories and applies each valid answer atomically;
 - ``merge`` slides over the bank in chunks and lets the extractor merge, rewrite or discard entries.
 
-Every extractor call becomes an :class:`~comprl.experience.trainer.ExtractorSample` carrying its prompt and reply
+Every extractor call becomes an :class:`~comprl.experience.extractor.trainer.ExtractorSample` carrying its prompt and reply
 tokens with behaviour log-probs, so the extractor trainer can learn from it later. Invalid answers are rejected
 whole, logged in the bank's operations log with their reason, and counted; the bank never sees half of one.
 """
@@ -22,7 +22,7 @@ from typing import Sequence
 from comprl.experience.bank import BankWriteError, Entry, ExperienceBank
 from comprl.chat import ChatFormat
 from comprl.config import ExtractorConfig
-from comprl.experience.prompts import (
+from comprl.experience.extractor.prompts import (
     ExtractorFormat,
     distill_messages,
     merge_messages,
@@ -34,7 +34,7 @@ from comprl.experience.prompts import (
 )
 from comprl.llm.engine import GenerationEngine, SamplingParams
 from comprl.experience.episode import Episode
-from comprl.experience.trainer import ExtractorSample
+from comprl.experience.extractor.trainer import ExtractorSample
 
 
 @dataclass

@@ -1,0 +1,207 @@
+"""Running the paper's notebooks through papermill: where they are, their declared parameters and the checks a
+``-p`` value passes before any kernel starts, and the execution itself (`run_notebook`). The ``comprl`` command
+(:mod:`comprl.cli`) and the reproduction (:mod:`comprl.reproduce`) both call it."""
+
+from __future__ import annotations
+
+import ast
+import atexit
+import functools
+import json
+import logging
+import math
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+from comprl import console
+from comprl.config import PROFILES
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = REPO_ROOT / "notebooks"
+
+
+def notebook_path(name: str) -> Path:
+    """A notebook by name (``01_single_task``), file name, or path."""
+    candidates = [Path(name), NOTEBOOKS / name, NOTEBOOKS / f"{name}.ipynb"]
+    for path in candidates:
+        if path.is_file():
+            return path.resolve()
+    available = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
+    raise SystemExit(f"comprl: unknown notebook {name!r}; available: {', '.join(available) or '(none found)'}")
+
+
+def parse_value(text: str) -> object:
+    """A ``-p`` value as written: JSON (``4``, ``1e-5``, ``[0, 1]``, ``{"a": true}``, ``null``), else a Python
+    literal (``None``, ``True``, ``'a'``), else the text itself as a string (``comprl/MazeWalk-9x9-v0``). What
+    comes out is checked against the notebook by :func:`check_parameters` before any kernel starts."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return text
+
+
+JSON_LIKE = "None, True/False, an int, a finite float, a str, and lists and dicts (with str keys) of them"
+"""The values a notebook parameter accepts: plain data that papermill writes into the notebook as a literal."""
+
+
+def declared_parameters(notebook: Path) -> dict[str, object]:
+    """The parameters of a notebook's ``parameters`` cell (papermill reads it) and their default values, Python
+    literals, whose types are the parameters' (:func:`check_parameters`)."""
+    import papermill
+
+    found = papermill.inspect_notebook(str(notebook))
+    return {name: ast.literal_eval(parameter["default"]) for name, parameter in found.items()}
+
+
+def check_parameters(notebook: Path, params: dict[str, object]) -> None:
+    """Refuse, before a kernel starts, a parameter the notebook does not declare, a value that is not
+    :data:`JSON_LIKE` data, and one of another type than the parameter's default.
+
+    Papermill writes any other object (a tuple, set, bytes, complex number) into the notebook's code as its
+    ``str`` between double quotes, unescaped: a quote inside ends the string and the rest runs as code. The
+    default's type is the parameter's: a bool, int or str default takes that type only (an int no bool), a float
+    default an int or float, a list default a list whose items are of its items' types (any, if it is empty), a
+    dict default a dict, and a None default any value."""
+    defaults = declared_parameters(notebook)
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise SystemExit(f"comprl: unknown parameter(s) {unknown} for {notebook.stem}; accepted: {', '.join(defaults)}")
+    for name, value in params.items():
+        if why := _not_json_like(value):
+            raise SystemExit(
+                f"comprl: parameter {name}={value!r}: {why}; accepted: {JSON_LIKE} (as JSON or a Python literal)"
+            )
+        if not _fits(value, defaults[name]):
+            raise SystemExit(
+                f"comprl: parameter {name}={value!r} is of type {type(value).__name__}; {notebook.stem} declares "
+                f"{name} = {defaults[name]!r}: accepted: {_kind(defaults[name])}"
+            )
+
+
+def _not_json_like(value: object) -> str | None:
+    """What in ``value`` (itself, an item, a key) is not :data:`JSON_LIKE` data; None if nothing is."""
+    if value is None or type(value) in (bool, int, str) or (type(value) is float and math.isfinite(value)):
+        return None
+    if type(value) is list:
+        parts = value
+    elif type(value) is dict:
+        if keys := [key for key in value if type(key) is not str]:
+            return f"the dict key {keys[0]!r} is not a str"
+        parts = list(value.values())
+    else:
+        return f"{value!r} is of type {type(value).__name__}"
+    return next(filter(None, map(_not_json_like, parts)), None)
+
+
+def _fits(value: object, default: object) -> bool:
+    """Whether a JSON-like ``value`` is of the type that ``default`` declares (see :func:`check_parameters`)."""
+    if default is None:
+        return True
+    if type(default) is float:
+        return type(value) in (int, float)
+    if type(default) is list and default:
+        return type(value) is list and all(any(_fits(item, like) for like in default) for item in value)
+    return type(value) is type(default)
+
+
+def _kind(default: object) -> str:
+    """The accepted type that ``default`` declares, in words."""
+    if type(default) is float:
+        return "float or int"
+    if type(default) is list and default:
+        return f"list of {' or '.join(sorted({_kind(like) for like in default}))}"
+    return type(default).__name__
+
+
+def latest_output(notebook: Path, profile: str) -> Path:
+    """The newest ``results/<notebook>_<profile>_<time>`` folder (what ``--resume`` continues)."""
+    found = sorted((REPO_ROOT / "results").glob(f"{notebook.stem}_{profile}_*"))
+    if not found:
+        raise SystemExit(f"comprl: --resume: no earlier run of {notebook.stem} with profile {profile} under {REPO_ROOT / 'results'}")
+    return found[-1]
+
+
+@functools.cache
+def kernel_manager_class() -> type:
+    """The kernel manager papermill starts each notebook's kernel with. On POSIX the kernel listens on Unix sockets
+    in a private folder of this process (removed at exit) instead of TCP ports: jupyter_client finds free ports,
+    lets go of them, and the kernel binds them a moment later, so on a busy machine another process can take one in
+    between (seen in CI: the kernel's heartbeat thread died with 'Address already in use' and its traceback landed
+    in the run's output)."""
+    from jupyter_client.manager import AsyncKernelManager  # nbclient's default
+
+    if os.name != "posix":
+        return AsyncKernelManager
+    folder = tempfile.mkdtemp(prefix="comprl-kernels-")
+    atexit.register(shutil.rmtree, folder, True)
+
+    class UnixSocketKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs: object) -> None:
+            # each kernel's sockets are <folder>/<name>-1 ... -5: a short path (Unix socket paths stop near 104 bytes)
+            super().__init__(transport="ipc", ip=os.path.join(folder, uuid.uuid4().hex[:12]), **kwargs)
+
+    return UnixSocketKernelManager
+
+
+def run_notebook(name: str, profile: str, params: dict[str, object], output_dir: Path | None, resume: bool = False) -> Path:
+    """Execute a notebook with papermill; return the folder holding the executed copy and the results.
+
+    Notebooks skip the finished runs they find in their output folder and continue killed ones, so running one
+    again on the same ``output_dir`` resumes it; ``resume`` without ``output_dir`` picks the newest one.
+    """
+    import papermill
+
+    if profile not in PROFILES:
+        raise SystemExit(f"comprl: unknown profile {profile!r}; accepted: {', '.join(PROFILES)}")
+    notebook = notebook_path(name)
+    if output_dir is None and resume:
+        output_dir = latest_output(notebook, profile)
+    elif output_dir is None:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        output_dir = REPO_ROOT / "results" / f"{notebook.stem}_{profile}_{stamp}"
+    check_parameters(notebook, params)
+    output_dir = output_dir.resolve()
+    output_dir.mkdir(parents=True, exist_ok=True)  # only once the call is known to be valid
+    parameters = {"profile": profile, "output_dir": str(output_dir), **params}
+    # The kernel's printed lines and progress bars come through as they are written; rich outputs (tables,
+    # figures, widgets) only go into the executed notebook, and the kernel's own start-up notices are off.
+    os.environ[console.HEADLESS] = "1"
+    logging.getLogger("papermill").setLevel(logging.WARNING)
+    try:
+        papermill.execute_notebook(
+            str(notebook),
+            str(output_dir / notebook.name),
+            parameters=parameters,
+            cwd=str(notebook.parent),
+            progress_bar=False,
+            stdout_file=sys.stdout,
+            stderr_file=sys.stderr,
+            extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
+            kernel_manager_class=kernel_manager_class(),
+        )
+    except papermill.PapermillExecutionError as err:
+        raise SystemExit(f"comprl: {notebook.stem} failed: {err.ename}: {err.evalue} (executed copy: {output_dir / notebook.name})")
+    return output_dir
+
+
+PATH_PARAMS = ("reuse", "reference_dir", "run_dir")
+"""Notebook parameters that name folders. A notebook runs in ``notebooks/``, so a relative path given on the
+command line is made absolute against the caller's working directory first (the notebooks' defaults stay relative
+to ``notebooks/``)."""
+
+
+def paths_from_here(name: str, value: object) -> object:
+    if name not in PATH_PARAMS or not value:
+        return value
+    if isinstance(value, list):
+        return [str(Path(item).resolve()) if isinstance(item, str) else item for item in value]
+    return str(Path(value).resolve()) if isinstance(value, str) else value
