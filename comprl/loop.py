@@ -21,16 +21,16 @@ import torch
 from transformers import PreTrainedModel
 
 from comprl import checkpoint, console
+from comprl.actor.rollout import Trajectory, retrieval_query, run_episodes, summarize
+from comprl.actor.trainer import ActorTrainer
+from comprl.actor.workers import RolloutWorkers
 from comprl.config import TRAINS_ACTOR, ExperimentConfig
 from comprl.envs.base import EVAL_SEED_OFFSET  # evaluation plays seeds EVAL_SEED_OFFSET + i
 from comprl.envs.mixture import task_name
-from comprl.experience.episode import Outcome
-from comprl.experience.manager import Manager, connect
+from comprl.experience.interface import ExperienceService, Outcome
+from comprl.experience.manager import connect
 from comprl.llm import HFEngine, load_model, make_engine, resolve_dtype, sharing_weights
-from comprl.actor.rollout import Trajectory, retrieval_query, run_episodes, summarize
 from comprl.runs import Run
-from comprl.actor.trainer import ActorTrainer
-from comprl.actor.workers import RolloutWorkers
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +308,7 @@ def evaluate_trained(run: Run | str | Path, episodes: int | None = None, progres
 def _experience_manager(
     config: ExperimentConfig, run: Run, device: torch.device, resumed: checkpoint.Checkpoint | None,
     actor: ActorTrainer | None, engine: HFEngine, extractor_model: PreTrainedModel | None,
-) -> Manager:
+) -> ExperienceService:
     """The experience side of the run, on the run's bank file: a copy of ``bank.init_from`` when given, the
     checkpoint's bank when resuming; handed the actor's trainer and engine with ``extractor.share_actor``, and
     ``extractor_model`` when the caller loaded it (``extractor.share_base``)."""
@@ -360,7 +360,7 @@ class _Prefetch:
     in the manager's process during the previous step; its :meth:`retriever` hands their entries to the rollout."""
 
     def __init__(
-        self, manager: Manager, envs: Sequence, tasks: Sequence[str], seeds: Sequence[int], guided: Sequence[bool]
+        self, manager: ExperienceService, envs: Sequence, tasks: Sequence[str], seeds: Sequence[int], guided: Sequence[bool]
     ) -> None:
         asked = [(task, seed) for task, seed, g in zip(tasks, seeds, guided) if g]
         self.queries = guided_queries(envs, tasks, seeds, guided)
@@ -393,7 +393,7 @@ def _halves(trajectories: Sequence[Trajectory]) -> dict[str, float]:
 
 def _log_eval(
     record: Callable[[int, str, dict[str, float]], None], say: logging.LoggerAdapter, step: int, engine: HFEngine,
-    envs: Mapping[str, Sequence[gymnasium.Env]], config: ExperimentConfig, manager: Manager | None,
+    envs: Mapping[str, Sequence[gymnasium.Env]], config: ExperimentConfig, manager: ExperienceService | None,
 ) -> None:
     """Evaluation rows: experience-free, and for methods with a bank also with experience (``guided_*`` columns)."""
     metrics = evaluate(engine, envs, config)

@@ -8,7 +8,7 @@ from conftest import pack
 
 from comprl.llm import HFEngine, SamplingParams, load_model
 from comprl.llm.scoring import token_logprobs
-from comprl.experience.episode import Outcome
+from comprl.experience.interface import Outcome
 from comprl.experience.extractor.trainer import ExtractorConfig, ExtractorSample, ExtractorTrainer
 from comprl.policy import pad_batch
 

@@ -21,7 +21,7 @@ import torch
 
 from comprl.config import make_config
 from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
-from comprl.experience.episode import Episode, Outcome
+from comprl.experience.interface import Episode, Outcome
 from comprl.experience.manager import ExperienceManager, queue_path
 from comprl.llm import HFEngine, load_model, sharing_weights
 from comprl.actor.trainer import ActorTrainer

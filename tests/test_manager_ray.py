@@ -12,7 +12,7 @@ import torch
 
 from comprl import make_config, run_experiment
 from comprl.experience.bank import ExperienceBank
-from comprl.experience.episode import Episode, Outcome
+from comprl.experience.interface import Episode, Outcome
 from comprl.experience.manager import ExperienceManager, RayExperienceManager, connect
 
 ray = pytest.importorskip("ray")

@@ -16,7 +16,7 @@ import torch
 
 from comprl.chat import ChatFormat
 from comprl.envs import make
-from comprl.experience.extractor.prompts import SEARCH_CLOSE, SEARCH_OPEN
+from comprl.experience.interface import SEARCH_CLOSE, SEARCH_OPEN
 from comprl.llm import HFEngine, token_logprobs
 from comprl.llm.engine import Completion, SamplingParams
 from comprl.actor.rollout import NO_MATCH, SEARCH_RESULTS, RolloutConfig, Session, run_episodes, search_query, summarize, system_prompt

@@ -21,8 +21,8 @@ import gymnasium as gym
 from comprl import console
 from comprl.chat import ChatFormat
 from comprl.config import RolloutConfig
-from comprl.experience.episode import Episode
-from comprl.experience.extractor.prompts import SEARCH_CLOSE, SEARCH_OPEN
+from comprl.experience.interface import Episode
+from comprl.experience.interface import SEARCH_CLOSE, SEARCH_OPEN
 from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN
 from comprl.llm.choice import ReplyChoices
 from comprl.llm.engine import Completion, GenerationEngine, SamplingParams

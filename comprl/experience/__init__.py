@@ -1,8 +1,8 @@
 """The experience side of Complementary RL: bank, extractor, its trainer, and the manager that runs them.
 
 The actor side talks to it only through :class:`~comprl.experience.manager.ExperienceManager` (hosted by
-:func:`~comprl.experience.manager.connect`) with :class:`~comprl.experience.episode.Episode` and
-:class:`~comprl.experience.episode.Outcome` records; nothing here imports the actor side.
+:func:`~comprl.experience.manager.connect`) with :class:`~comprl.experience.interface.Episode` and
+:class:`~comprl.experience.interface.Outcome` records; nothing here imports the actor side.
 """
 
 import importlib
@@ -12,8 +12,8 @@ _EXPORTS = {
     "ExperienceManager": "comprl.experience.manager",
     "RayExperienceManager": "comprl.experience.manager",
     "connect": "comprl.experience.manager",
-    "Episode": "comprl.experience.episode",
-    "Outcome": "comprl.experience.episode",
+    "Episode": "comprl.experience.interface",
+    "Outcome": "comprl.experience.interface",
     "ExperienceBank": "comprl.experience.bank",
     "Embedder": "comprl.experience.bank",
     "Entry": "comprl.experience.bank",

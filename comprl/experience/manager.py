@@ -44,7 +44,7 @@ from comprl import console
 from comprl.checkpoint import load_torch, writing
 from comprl.config import TRAINS_EXTRACTOR, ExperimentConfig
 from comprl.experience.bank import Embedder, Entry, ExperienceBank, Hit
-from comprl.experience.episode import Episode, Outcome
+from comprl.experience.interface import Episode, ExperienceService, Outcome
 from comprl.experience.extractor.trainer import ExtractorSample, ExtractorTrainer
 from comprl.experience.extractor.track import ExperienceTrack
 from comprl.llm import HFEngine, load_model, load_tokenizer, resolve_dtype
@@ -804,14 +804,10 @@ class RayExperienceManager:
         return report
 
 
-Manager = ExperienceManager | RayExperienceManager
-"""Either host of the interface."""
-
-
 def connect(
     config: ExperimentConfig, bank_path: str | Path, *, device: str = "cpu", checkpoint: str | Path | None = None,
     actor: PolicyTrainer | None = None, actor_engine: HFEngine | None = None, model: PreTrainedModel | None = None,
-) -> Manager:
+) -> ExperienceService:
     """The experience manager of a run, hosted as ``config.experience.mode`` says, continuing from ``checkpoint``
     (a folder :meth:`ExperienceManager.save_checkpoint` wrote) when given. ``actor`` and ``actor_engine``: the
     actor's trainer and engine, for ``extractor.share_actor``; ``model``: the extractor's model, loaded by the

@@ -235,7 +235,7 @@ def _snippet(value: Any) -> str:
 
 
 def render_transcript(messages: Sequence[Mapping[str, str]], max_chars: int) -> str:
-    """The interaction of an :class:`~comprl.experience.episode.Episode` as compact text for the extractor.
+    """The interaction of an :class:`~comprl.experience.interface.Episode` as compact text for the extractor.
 
     System messages are skipped; each user message is an observation and each assistant message the agent's
     reply, labelled with the turn number (``Observation 3:`` then ``Agent 3: north``). Answer tags are removed
@@ -677,11 +677,6 @@ def to_writes(parsed: Parsed, ids: Sequence[int]) -> list[Write]:
 # search_and_ask: the actor's mid-episode question, answered by rewriting one bank entry
 # --------------------------------------------------------------------------------------------------------------
 
-SEARCH_TAG = "knowledge_search_and_ask"
-"""Name of the tag in which the actor writes a search_and_ask question (the official code's tag)."""
-SEARCH_OPEN = f"<{SEARCH_TAG}>"
-SEARCH_CLOSE = f"</{SEARCH_TAG}>"
-"""Closing tag of a question; rollouts add it to the actor's stop strings so a reply ends right after it."""
 
 _ADVICE_LABEL = re.compile(r"(?:advice|lesson)\s*:", re.IGNORECASE)
 
@@ -731,7 +726,7 @@ def refine_messages(entry: EntryLike, query: str, fmt: ExtractorFormat) -> list[
     """The chat (system, user) asking the extractor to rewrite one bank entry as an answer to the actor's question.
 
     This is the extractor's side of the search_and_ask tool: the manager retrieves ``entry`` for ``query`` (the
-    text the actor wrote between :data:`SEARCH_OPEN` and :data:`SEARCH_CLOSE`) and shows the extractor both; the
+    text the actor wrote inside :data:`~comprl.experience.interface.SEARCH_TAG`) and shows the extractor both; the
     rewrite is what the actor reads next. The answer follows ``fmt.style`` (checked by :func:`parse_refine`).
     """
     question = query.strip() or "(the agent wrote no question)"
@@ -778,4 +773,4 @@ def _json_advice(answer: str) -> str:
     return value["content"]
 
 
-__all__ += ["SEARCH_TAG", "SEARCH_OPEN", "SEARCH_CLOSE", "refine_messages", "parse_refine"]
+__all__ += ["refine_messages", "parse_refine"]

@@ -33,7 +33,7 @@ from comprl.experience.extractor.prompts import (
     to_writes,
 )
 from comprl.llm.engine import GenerationEngine, SamplingParams
-from comprl.experience.episode import Episode
+from comprl.experience.interface import Episode
 from comprl.experience.extractor.trainer import ExtractorSample
 
 

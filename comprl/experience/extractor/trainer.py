@@ -35,7 +35,7 @@ import torch
 from transformers import PreTrainedModel
 
 from comprl.config import ExtractorConfig
-from comprl.experience.episode import Outcome
+from comprl.experience.interface import Outcome
 from comprl.llm.engine import logprob_temperature
 from comprl.objectives import batch_advantages, cispo_loss
 from comprl.policy import PackedSequence, PolicyTrainer

@@ -1,0 +1,97 @@
+"""The interface between the two sides: what the actor side tells the experience side, and what it may ask.
+
+- :class:`Episode` and :class:`Outcome`: a finished episode and how a shown entry fared. The actor side
+  (:mod:`comprl.actor.rollout`) turns each finished trajectory into an :class:`Episode`: plain data (text, ids, an
+  outcome) with no token tensors, small enough to cross a process boundary to a Ray-hosted manager.
+- :data:`SEARCH_OPEN` and :data:`SEARCH_CLOSE`: the tags of the actor's mid-episode question (search_and_ask).
+- :class:`ExperienceService`: the calls the actor side makes. The in-process
+  :class:`~comprl.experience.manager.ExperienceManager` and its Ray client
+  :class:`~comprl.experience.manager.RayExperienceManager` both provide them (``tests/test_layering.py`` checks
+  their signatures against this protocol).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
+
+if TYPE_CHECKING:
+    from comprl.experience.bank import Entry
+
+SEARCH_TAG = "knowledge_search_and_ask"
+"""Name of the tag in which the actor writes a search_and_ask question (the official code's tag)."""
+SEARCH_OPEN = f"<{SEARCH_TAG}>"
+SEARCH_CLOSE = f"</{SEARCH_TAG}>"
+"""Closing tag of a question; rollouts add it to the actor's stop strings so a reply ends right after it."""
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One finished episode, as the extractor reads it."""
+
+    task: str
+    """Environment id; the bank is shared across tasks and searched within one."""
+    seed: int
+    """The task instance (env seed)."""
+    step: int
+    """Actor step whose rollouts it belongs to."""
+    index: int
+    """Position in its step's rollout batch."""
+    instruction: str
+    """The goal the actor was given."""
+    messages: tuple[dict[str, str], ...] = field(default=())
+    """The transcript: system, then alternating user (observation) and assistant (reply) messages."""
+    success: bool = False
+    guided: bool = False
+    """Whether it was played in the experience-guided half of its group."""
+    experience_ids: tuple[int, ...] = ()
+    """Bank ids of the entries it was shown."""
+
+    @property
+    def source(self) -> str:
+        """Its name in the bank's operations log."""
+        return f"step{self.step}/episode{self.index}/seed{self.seed}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one guided episode that was shown an entry ended: the credit of that entry (and its writer)."""
+
+    entry_id: int
+    success: bool
+
+
+class ExperienceService(Protocol):
+    """What the actor side calls on the experience side, once per training step in this order: ``search`` (or
+    ``search_later``) for the guided half's entries, ``credit`` for the entries shown, ``submit`` for the episodes to
+    distil, ``fence`` around the actor's update, ``step_done``, ``stats``; ``search_and_ask`` during episodes;
+    ``save_checkpoint`` and ``close`` around the run (:class:`~comprl.experience.manager.ExperienceManager`
+    documents each)."""
+
+    def search(
+        self, queries: Sequence[str], task: str, *, seeds: Sequence[int] | None = None, record: bool = True
+    ) -> list[Entry | None]: ...
+
+    def search_later(
+        self, queries: Sequence[str], task: str, *, seeds: Sequence[int] | None = None, record: bool = True
+    ) -> Future: ...
+
+    def submit(self, episodes: Sequence[Episode]) -> int: ...
+
+    def credit(self, outcomes: Sequence[Outcome], step: int) -> None: ...
+
+    def fence(self) -> None: ...
+
+    def step_done(self, step: int) -> None: ...
+
+    def flush(self, timeout: float | None = None) -> bool: ...
+
+    def search_and_ask(self, query: str, task: str) -> str | None: ...
+
+    def stats(self) -> dict[str, float]: ...
+
+    def save_checkpoint(self, directory: str | Path) -> None: ...
+
+    def close(self) -> dict[str, Any]: ...
