@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pytest
 
 from comprl.experience.bank.store import NewEntry, Write
+from comprl.experience.interface import SEARCH_CLOSE, SEARCH_OPEN
 from comprl.experience.extractor.prompts import (
     DISTILL_OPS,
     MERGE_OPS,
@@ -21,8 +22,6 @@ from comprl.experience.extractor.prompts import (
     Operation,
     Parsed,
     distill_messages,
-    SEARCH_CLOSE,
-    SEARCH_OPEN,
     merge_messages,
     parse_distill,
     parse_merge,
