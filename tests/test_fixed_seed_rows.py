@@ -1,7 +1,12 @@
-"""A fixed-seed smoke comp_rl run logs the rows it logged before the package was laid out as the paper's figure
-(``tests/data/smoke_comp_rl_rows.csv``: recorded at commit 32bd900, before ``comprl/actor/``, ``comprl/loop.py``
-and ``comprl/experience/extractor/`` existed). Moving code must not change behaviour: the same episodes, the same
-updates, the same bank."""
+"""Fixed-seed smoke comp_rl runs log the rows they logged before the package was laid out as the paper's figure.
+Moving code must not change behaviour: the same episodes, the same updates, the same bank.
+
+- ``tests/data/smoke_comp_rl_rows.csv``: one task, recorded at commit 32bd900, before ``comprl/actor/``,
+  ``comprl/loop.py`` and ``comprl/experience/extractor/`` existed;
+- ``tests/data/smoke_comp_rl_mixture_rows.csv``: the 3-task mixture, recorded at commit 0af8612, while the bank was
+  still searched once per task (the manager's search and embedding call counters are left out of the comparison:
+  a batched search over several tasks is one call where it was one per task).
+"""
 
 from __future__ import annotations
 
@@ -17,15 +22,30 @@ from comprl.config import make_config
 from comprl.envs import mixture
 
 RECORDED = Path(__file__).parent / "data" / "smoke_comp_rl_rows.csv"
+MIXTURE_RECORDED = Path(__file__).parent / "data" / "smoke_comp_rl_mixture_rows.csv"
 TIMING = ("seconds", "per_second", "_ms_")
+CALL_COUNTS = ("manager_search_batches", "manager_embedding_calls")
 
 
-def test_a_fixed_seed_smoke_run_logs_the_rows_recorded_before_the_layout_changed(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "recorded_at, overrides",
+    [
+        (RECORDED, dict(steps=3, batch_instances=2, seed=0)),
+        (MIXTURE_RECORDED, dict(steps=4, batch_instances=1, seed=1, tasks="3-task")),
+    ],
+    ids=["one-task", "3-task"],
+)
+def test_a_fixed_seed_smoke_run_logs_the_rows_recorded_before_the_layout_changed(
+    tmp_path, monkeypatch, recorded_at, overrides
+):
     monkeypatch.setattr(mixture, "make", make_rewarding_even_replies)  # replies of even length earn 1: updates happen
-    config = make_config("smoke", method="comp_rl", steps=3, batch_instances=2, eval_episodes=2, seed=0)
+    config = make_config("smoke", method="comp_rl", eval_episodes=2, **overrides)
     rows = loop.run_experiment(config, output_dir=tmp_path, name="rows", progress=False).metrics()
     rows = rows[[c for c in rows.columns if not any(t in c for t in TIMING)]].reset_index(drop=True)
-    recorded = pd.read_csv(RECORDED)
+    recorded = pd.read_csv(recorded_at)
+    if recorded_at == MIXTURE_RECORDED:
+        rows, recorded = rows.drop(columns=list(CALL_COUNTS)), recorded.drop(columns=list(CALL_COUNTS))
+        assert recorded["guided_with_entry"].sum() > 0  # searches over several tasks returned entries
     assert list(rows.columns) == list(recorded.columns)
     assert recorded["actor_trained_sequences"].sum() > 0 and recorded["bank_writes_applied"].sum() > 0
     for column in recorded.columns:
