@@ -4,7 +4,7 @@ A checkpoint is the folder ``<run>/checkpoint/``, written after a training step'
 
 - ``step``: the last training step it covers, as text;
 - ``state.pt``: the step, the random states (python, numpy, torch) and the actor trainer's state (its trainable
-  weights in fp32 and AdamW's moments; :meth:`comprl.policy.PolicyTrainer.state_dict`);
+  weights in fp32 and AdamW's moments; :meth:`comprl.policy_gradient.PolicyGradientTrainer.state_dict`);
 - ``experience/``: the experience side's (:meth:`comprl.experience.manager.ExperienceManager.save_checkpoint`: a
   snapshot of the bank, the queue of episodes, the extractor and its samples);
 - ``manifest.json``: the step and every other file's size and sha256, written last.

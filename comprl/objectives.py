@@ -45,7 +45,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from comprl.accepted import AGGREGATIONS
+from comprl.config import AGGREGATIONS
 
 __all__ = [
     "AGGREGATIONS",

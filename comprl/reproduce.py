@@ -37,7 +37,7 @@ import pandas as pd
 from filelock import FileLock
 
 from comprl import console, paper
-from comprl.accepted import MODEL_PACKAGES
+from comprl.config import MODEL_PACKAGES
 from comprl.config import EXTRACTOR_SIZES, PROFILES, ExperimentConfig, make_config
 from comprl.planner import THROUGHPUT_DIR, device_kind, find_throughputs, load_throughput, resource_plan
 

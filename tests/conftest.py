@@ -10,8 +10,8 @@ from comprl.envs import make
 from comprl.envs.swe.sandbox import SandboxUnavailable, bwrap_path, check_episode_limits
 from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
 from comprl.llm import HFEngine, load_model, token_logprobs
-from comprl.policy import PackedSequence
-from comprl.policy import pad_batch
+from comprl.policy_gradient import PackedSequence
+from comprl.policy_gradient import pad_batch
 
 
 def _sandbox_problem() -> str:

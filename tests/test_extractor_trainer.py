@@ -10,7 +10,7 @@ from comprl.llm import HFEngine, SamplingParams, load_model
 from comprl.llm.scoring import token_logprobs
 from comprl.experience.interface import Outcome
 from comprl.experience.extractor.trainer import ExtractorConfig, ExtractorSample, ExtractorTrainer
-from comprl.policy import pad_batch
+from comprl.policy_gradient import pad_batch
 
 
 @pytest.fixture()

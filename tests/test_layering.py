@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "comprl"
 ACTOR_SIDE = ("comprl.actor", "comprl.loop")
 EXPERIENCE_SIDE = ("comprl.experience",)
 ABOVE_BOTH = ("comprl.runs", "comprl.widgets", "comprl.cli", "comprl.parallel")
-SHARED = ["config.py", "policy.py", "objectives.py", "chat.py", "console.py", "checkpoint.py", "llm", "envs"]
+SHARED = ["config.py", "policy_gradient.py", "objectives.py", "chat.py", "console.py", "checkpoint.py", "llm", "envs"]
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -12,7 +12,7 @@ from peft import LoraConfig, get_peft_model
 
 from comprl.chat import ChatFormat
 from comprl.llm import HFEngine, SamplingParams, load_model, sharing_weights, token_logprobs
-from comprl.policy import pad_batch
+from comprl.policy_gradient import pad_batch
 
 
 def _prompts(tokenizer):

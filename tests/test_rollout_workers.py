@@ -51,7 +51,7 @@ def smoke(address: str, **overrides):
 def fresh_logprobs(model, pad_id: int, trajectories) -> tuple[torch.Tensor, torch.Tensor]:
     """(behaviour log-probs the workers sampled with, the driver model's log-probs of the same tokens)."""
     from comprl.llm.scoring import token_logprobs
-    from comprl.policy import pad_batch
+    from comprl.policy_gradient import pad_batch
 
     batch = pad_batch(trajectories, pad_id)
     temperatures = torch.tensor([t.temperature for t in trajectories])

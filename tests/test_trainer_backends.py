@@ -20,7 +20,7 @@ from conftest import pack
 from comprl.config import ActorConfig, ExperimentConfig, ExtractorConfig, OptimConfig, make_config
 from comprl.llm import HFEngine, SamplingParams, load_model, token_logprobs
 from comprl.objectives import grpo_policy_loss
-from comprl.policy import PackedSequence, PolicyTrainer, pad_batch
+from comprl.policy_gradient import PackedSequence, PolicyGradientTrainer, pad_batch
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 RATIO_TOLERANCE = 1e-2
@@ -30,8 +30,8 @@ a real model's are larger: SmolLM2-135M shows |delta log p| of 0.02 on average, 
 backends")."""
 
 
-class Trainer(PolicyTrainer):
-    """A PolicyTrainer with the GRPO loss, scoring every sequence at temperature 1 (the samples' temperature)."""
+class Trainer(PolicyGradientTrainer):
+    """A PolicyGradientTrainer with the GRPO loss, scoring every sequence at temperature 1 (the samples' temperature)."""
 
     def __init__(self, model, pad_token_id: int, config: OptimConfig) -> None:
         super().__init__(model, pad_token_id, config, functools.partial(grpo_policy_loss, clip_eps=0.2, aggregation="token-mean"))
@@ -56,7 +56,7 @@ def _checkpointing(model) -> bool:
     return model.is_gradient_checkpointing
 
 
-def _trainable(trainer: PolicyTrainer) -> dict[str, torch.Tensor]:
+def _trainable(trainer: PolicyGradientTrainer) -> dict[str, torch.Tensor]:
     return {name: p.detach().clone() for name, p in trainer.model.named_parameters() if p.requires_grad}
 
 
@@ -143,7 +143,7 @@ def test_gradient_checkpointing_under_autocast_gives_the_gradients_of_a_plain_ba
 def test_a_shared_model_trainer_autocasts_as_the_trainer_that_set_it_up():
     model, tokenizer = load_model("tiny-random", seed=1)
     owner = Trainer(model, tokenizer.pad_token_id, OptimConfig(lora_rank=4, autocast="bfloat16"))
-    other = PolicyTrainer(owner.model, tokenizer.pad_token_id, OptimConfig(), owner.loss_fn, weights_of=owner)
+    other = PolicyGradientTrainer(owner.model, tokenizer.pad_token_id, OptimConfig(), owner.loss_fn, weights_of=owner)
     assert owner.autocast is other.autocast is torch.bfloat16
 
 
@@ -250,7 +250,7 @@ def test_unsloth_backend_calls_fast_language_model_and_leaves_the_run_generators
     plain, _ = load_model("tiny-random", seed=1)
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), plain.state_dict().values()))
 
-    monkeypatch.setattr("comprl.policy.unsloth_fast_language_model", lambda device: fake)
+    monkeypatch.setattr("comprl.policy_gradient.unsloth_fast_language_model", lambda device: fake)
     with pytest.raises(ValueError, match=r"load_model\(name, backend='unsloth'\)"):
         Trainer(plain, tokenizer.pad_token_id, OptimConfig(backend="unsloth", lora_rank=4))
     random.seed(5), np.random.seed(5), torch.manual_seed(5)

@@ -26,7 +26,7 @@ from comprl.experience.interface import SEARCH_CLOSE, SEARCH_OPEN
 from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN
 from comprl.llm.choice import ReplyChoices
 from comprl.llm.engine import Completion, GenerationEngine, SamplingParams
-from comprl.policy import PackedSequence
+from comprl.policy_gradient import PackedSequence
 
 EXPERIENCE_HEADING = "## Experience from earlier episodes"
 SEARCH_RESULTS = "Search results: "

@@ -10,11 +10,11 @@ from transformers import PreTrainedModel
 
 from comprl.objectives import grpo_policy_loss, split_group_advantages
 from comprl.config import ActorConfig
-from comprl.policy import PolicyTrainer
+from comprl.policy_gradient import PolicyGradientTrainer
 from comprl.actor.rollout import Trajectory
 
 
-class ActorTrainer(PolicyTrainer):
+class ActorTrainer(PolicyGradientTrainer):
     """Updates the actor with the split-group GRPO objective of :mod:`comprl.objectives`."""
 
     def __init__(self, model: PreTrainedModel, pad_token_id: int, config: ActorConfig = ActorConfig()) -> None:

@@ -48,7 +48,7 @@ from comprl.experience.interface import Episode, ExperienceService, Outcome
 from comprl.experience.extractor.trainer import ExtractorSample, ExtractorTrainer
 from comprl.experience.extractor.track import ExperienceTrack
 from comprl.llm import HFEngine, load_model, load_tokenizer, resolve_dtype
-from comprl.policy import PolicyTrainer
+from comprl.policy_gradient import PolicyGradientTrainer
 
 _SEED_IN_SOURCE = re.compile(r"/seed(-?\d+)$")
 
@@ -84,7 +84,7 @@ class ExperienceManager:
         actor, actor_engine: with ``extractor.share_actor`` (and only then), the actor's trainer and generation
             engine: the extractor is then ``actor.model`` (no model of its own is loaded), generating with the
             tokenizer of ``actor_engine``, and its CISPO trainer updates the actor's weights with an optimiser of
-            its own (:class:`~comprl.policy.PolicyTrainer`, ``weights_of``); after each extractor update the actor's
+            its own (:class:`~comprl.policy_gradient.PolicyGradientTrainer`, ``weights_of``); after each extractor update the actor's
             engine drops its prefix cache too. Sync only: the actor and the extractor take turns in one process.
         model: the extractor's model, loaded by the caller (with ``extractor.share_base``, a copy of the actor's
             module tree over its frozen base weights, :func:`comprl.llm.sharing_weights`); loaded here when None.
@@ -99,7 +99,7 @@ class ExperienceManager:
         background: bool = False,
         clock: Callable[[], float] = time.monotonic,
         checkpoint: str | Path | None = None,
-        actor: PolicyTrainer | None = None,
+        actor: PolicyGradientTrainer | None = None,
         actor_engine: HFEngine | None = None,
         model: PreTrainedModel | None = None,
     ) -> None:
@@ -806,7 +806,7 @@ class RayExperienceManager:
 
 def connect(
     config: ExperimentConfig, bank_path: str | Path, *, device: str = "cpu", checkpoint: str | Path | None = None,
-    actor: PolicyTrainer | None = None, actor_engine: HFEngine | None = None, model: PreTrainedModel | None = None,
+    actor: PolicyGradientTrainer | None = None, actor_engine: HFEngine | None = None, model: PreTrainedModel | None = None,
 ) -> ExperienceService:
     """The experience manager of a run, hosted as ``config.experience.mode`` says, continuing from ``checkpoint``
     (a folder :meth:`ExperienceManager.save_checkpoint` wrote) when given. ``actor`` and ``actor_engine``: the

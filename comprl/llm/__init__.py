@@ -13,7 +13,7 @@ os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "64")
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from comprl.accepted import ENGINES
+from comprl.config import ENGINES
 from comprl.llm.engine import Completion, GenerationEngine, HFEngine, SamplingParams
 from comprl.llm.loading import BUILTIN_MODELS, DTYPES, cache_dir, load_model, load_tokenizer, resolve_dtype, sharing_weights
 from comprl.llm.scoring import token_logprobs
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def make_engine(config: ExperimentConfig, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> GenerationEngine:
     """The actor's generation engine that ``config.rollout.engine`` names, over ``model``: the trainer's model
-    (updated in place by :class:`~comprl.policy.PolicyTrainer`, LoRA adapters included), whose weights the engine
+    (updated in place by :class:`~comprl.policy_gradient.PolicyGradientTrainer`, LoRA adapters included), whose weights the engine
     takes up on ``sync_weights()``."""
     engine = config.rollout.engine
     if engine == "hf":

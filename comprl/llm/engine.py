@@ -31,7 +31,7 @@ from transformers import (
 from transformers.cache_utils import DynamicLayer
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
-from comprl.accepted import ADAPTER_DTYPES
+from comprl.config import ADAPTER_DTYPES
 from comprl.llm.allocator import release_free_memory
 from comprl.llm.choice import ChoiceProcessor, ReplyChoices, choice_logprob
 

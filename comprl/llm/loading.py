@@ -36,7 +36,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedModel
 from transformers import PreTrainedTokenizerBase
 
-from comprl.accepted import DTYPES, MODEL_PACKAGES, TRAINER_BACKENDS
+from comprl.config import DTYPES, MODEL_PACKAGES, TRAINER_BACKENDS
 
 SMOLLM2 = "smollm2-135m"
 GEMMA3 = "gemma3-270m"

@@ -25,7 +25,7 @@ What it promises, and how:
   :class:`~comprl.llm.engine.HFEngine` uses for its own cache are accepted and ignored, and :meth:`release` does
   nothing.
 * **Weight sync.** The engine reads weights from the model the trainer updates in place
-  (:class:`~comprl.policy.PolicyTrainer`; in bfloat16 its weights are the fp32 masters rounded after each step).
+  (:class:`~comprl.policy_gradient.PolicyGradientTrainer`; in bfloat16 its weights are the fp32 masters rounded after each step).
 
   - Full fine-tune: vLLM starts from dummy weights and the trainer's weights are copied into its model under the
     base model's parameter names (``model.load_weights``, the call TRL's colocate mode makes), at start and on

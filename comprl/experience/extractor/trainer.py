@@ -38,7 +38,7 @@ from comprl.config import ExtractorConfig
 from comprl.experience.interface import Outcome
 from comprl.llm.engine import logprob_temperature
 from comprl.objectives import batch_advantages, cispo_loss
-from comprl.policy import PackedSequence, PolicyTrainer
+from comprl.policy_gradient import PackedSequence, PolicyGradientTrainer
 
 
 @dataclass(kw_only=True)
@@ -68,15 +68,15 @@ class ExtractorSample(PackedSequence):
         return sum(self.outcomes) / len(self.outcomes)
 
 
-class ExtractorTrainer(PolicyTrainer):
+class ExtractorTrainer(PolicyGradientTrainer):
     """Holds the extractor's samples, credits them with guided outcomes, and trains with CISPO."""
 
     def __init__(
         self, model: PreTrainedModel, pad_token_id: int, config: ExtractorConfig = ExtractorConfig(),
-        weights_of: PolicyTrainer | None = None,
+        weights_of: PolicyGradientTrainer | None = None,
     ) -> None:
         """``weights_of``: the actor's trainer when the extractor trains the actor's weights
-        (``ExtractorConfig.share_actor``; :class:`~comprl.policy.PolicyTrainer`)."""
+        (``ExtractorConfig.share_actor``; :class:`~comprl.policy_gradient.PolicyGradientTrainer`)."""
         loss_fn = functools.partial(
             cispo_loss, eps_low=config.eps_low, eps_high=config.eps_high, aggregation=config.aggregation
         )
@@ -91,7 +91,7 @@ class ExtractorTrainer(PolicyTrainer):
         self._parents: dict[int, tuple[int, ...]] = {}
 
     def state_dict(self) -> dict[str, Any]:
-        """:meth:`PolicyTrainer.state_dict` plus the samples held (pickled together, so a sample that is both in
+        """:meth:`PolicyGradientTrainer.state_dict` plus the samples held (pickled together, so a sample that is both in
         the buffer and an entry's writer stays one object) and the update counter."""
         return {
             **super().state_dict(),

@@ -128,7 +128,7 @@ def _unsloth_lora(model: PreTrainedModel, config: OptimConfig) -> PreTrainedMode
     return model
 
 
-class PolicyTrainer:
+class PolicyGradientTrainer:
     """A policy-gradient learner over packed sequences; subclasses supply the loss, the advantages and the
     temperature each sequence's behaviour log-probs were taken at (:meth:`logprob_temperature`).
 
@@ -154,7 +154,7 @@ class PolicyTrainer:
 
     def __init__(
         self, model: PreTrainedModel, pad_token_id: int, config: OptimConfig, loss_fn: LossFn,
-        weights_of: PolicyTrainer | None = None,
+        weights_of: PolicyGradientTrainer | None = None,
     ) -> None:
         self.config = config
         self.pad_token_id = pad_token_id
