@@ -14,7 +14,7 @@ import json
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from comprl.envs import ENV_IDS
 from comprl.envs.mixture import MIXTURES, TaskMixture, task_name
@@ -49,9 +49,6 @@ MODEL_PACKAGES: dict[str, tuple[str, str]] = {
     ),
 }
 """The module that carries a built-in offline model's weights (:func:`comprl.load_model`), and how to install it."""
-
-if TYPE_CHECKING:  # the engines import torch; this module does not
-    from comprl.llm.engine import SamplingParams
 
 METHODS: tuple[str, ...] = ("baseline", "comp_rl", "static", "exp_only")
 """The paper's experiment variants, all one loop configured differently:
@@ -155,11 +152,6 @@ class RolloutConfig:
             )
         if not 0 < self.vllm_gpu_memory <= 1:
             raise ValueError(f"rollout vllm_gpu_memory={self.vllm_gpu_memory!r}: accepted: a share in (0, 1]")
-
-    def sampling(self) -> SamplingParams:
-        from comprl.llm.engine import SamplingParams
-
-        return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, stop=self.stop)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@ without the vss extension's persisted HNSW index."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import textwrap

@@ -17,6 +17,7 @@ import torch
 from safetensors import safe_open
 from transformers import AutoModelForCausalLM, LlamaForCausalLM
 
+from comprl.actor.rollout import sampling_params
 from comprl.chat import ChatFormat
 from comprl.config import PROFILES, ActorConfig, ExperimentConfig, RolloutConfig, make_config
 from comprl.llm import ENGINES, HFEngine, SamplingParams, load_model, make_engine
@@ -338,7 +339,7 @@ def test_lora_sync_weights_serves_the_new_adapters():
 
 
 def test_rollout_config_sampling_reaches_vllm_unchanged():
-    """The actor's rollouts and evaluations sample with ``RolloutConfig.sampling()``: its fields all map."""
+    """The actor's rollouts and evaluations sample with ``sampling_params(RolloutConfig)``: its fields all map."""
     rollout = dataclasses.replace(PROFILES["paper"].rollout, temperature=1.0)
-    kwargs = vllm_sampling_kwargs(rollout.sampling(), eos_token_id=151645)
+    kwargs = vllm_sampling_kwargs(sampling_params(rollout), eos_token_id=151645)
     assert (kwargs["max_tokens"], kwargs["temperature"], kwargs["stop"]) == (rollout.max_new_tokens, 1.0, ["</answer>"])

@@ -21,8 +21,7 @@ import gymnasium as gym
 from comprl import console
 from comprl.chat import ChatFormat
 from comprl.config import RolloutConfig
-from comprl.experience.interface import Episode
-from comprl.experience.interface import SEARCH_CLOSE, SEARCH_OPEN
+from comprl.experience.interface import SEARCH_CLOSE, SEARCH_OPEN, Episode
 from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN
 from comprl.llm.choice import ReplyChoices
 from comprl.llm.engine import Completion, GenerationEngine, SamplingParams
@@ -170,6 +169,11 @@ class Session:
     index: int
 
 
+def sampling_params(config: RolloutConfig) -> SamplingParams:
+    """How the actor samples a reply in rollouts and evaluations."""
+    return SamplingParams(max_new_tokens=config.max_new_tokens, temperature=config.temperature, stop=config.stop)
+
+
 def run_episodes(
     engine: GenerationEngine,
     envs: Sequence[gym.Env],
@@ -224,7 +228,7 @@ def run_episodes(
     search_uses = 0 if ask is None else ask_uses
     fmt = ChatFormat.from_tokenizer(engine.tokenizer)
     prefix_ids = fmt.encode(config.response_prefix) if config.response_prefix else []
-    sampling = config.sampling()
+    sampling = sampling_params(config)
     if ask is not None and SEARCH_CLOSE not in sampling.stop:
         sampling = dataclasses.replace(sampling, stop=(*sampling.stop, SEARCH_CLOSE))
 
