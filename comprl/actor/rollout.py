@@ -225,82 +225,118 @@ def run_episodes(
         raise ValueError("guided episodes need a retrieve function")
     if ask is not None and ask_uses < 1:
         raise ValueError(f"ask_uses={ask_uses!r}: must be >= 1 when ask is given (pass ask=None to turn the tool off)")
-    search_uses = 0 if ask is None else ask_uses
-    fmt = ChatFormat.from_tokenizer(engine.tokenizer)
-    prefix_ids = fmt.encode(config.response_prefix) if config.response_prefix else []
     sampling = sampling_params(config)
     if ask is not None and SEARCH_CLOSE not in sampling.stop:
         sampling = dataclasses.replace(sampling, stop=(*sampling.stop, SEARCH_CLOSE))
+    context = _Context(ChatFormat.from_tokenizer(engine.tokenizer), config, sampling, 0 if ask is None else ask_uses)
+    choose = None
+    if config.constrained_actions:
+        choose = _Choices(context.fmt, config.response_prefix, sampling.max_new_tokens, ask is not None)
 
-    choose = _Choices(fmt, config.response_prefix, sampling.max_new_tokens, ask is not None) if config.constrained_actions else None
+    # the envs' side: reset each env with its seed, and ask the bank once for every guided episode
     starts = [env.reset(seed=int(seed)) for env, seed in zip(envs, seeds)]
-    admissible = [info.get("admissible_actions", []) for _, info in starts]
     queried = [i for i in range(n) if guided[i]]
     found = list(retrieve([retrieval_query(*starts[i]) for i in queried])) if queried else []
     if len(found) != len(queried):
         raise ValueError(f"retrieve returned {len(found)} results for {len(queried)} queries")
-    experiences: list[Experience | None] = [None] * n
+    entries: list[Experience | None] = [None] * n
     for i, entry in zip(queried, found):
-        experiences[i] = entry
-    trajectories: list[Trajectory] = []
-    for env, seed, group, is_guided, experience, (obs, info) in zip(envs, seeds, groups, guided, experiences, starts):
-        text = None if experience is None else experience.text
-        system = system_prompt(info["instruction"], text if show_entries else None, search_uses)
-        traj = Trajectory(
-            env.spec.id if env.spec else type(env).__name__, int(seed), group, is_guided, text,
-            () if experience is None else (int(experience.id),), info["instruction"], len(trajectories),
-            temperature=sampling.logprob_temperature,
-        )
-        traj.messages = [{"role": "system", "content": system}, {"role": "user", "content": obs}]
-        traj.extend(fmt.start(system, obs) + prefix_ids)
-        trajectories.append(traj)
+        entries[i] = entry
+    episodes = zip(envs, seeds, groups, guided, entries, starts)
+    trajectories = [
+        context.open(i, env, int(seed), group, is_guided, entry, start, show_entries)
+        for i, (env, seed, group, is_guided, entry, start) in enumerate(episodes)
+    ]
+    admissible = [info.get("admissible_actions", []) for _, info in starts]
 
-    # One session key per episode lets the engine reuse the episode's KV cache from turn to turn.
-    sessions = [Session(i) for i in range(n)]
+    # the turn loop: the model replies to every active episode at once, then each reply is played
+    sessions = [Session(i) for i in range(n)]  # lets the engine keep an episode's KV cache from turn to turn
     active = list(range(n))
     bar = console.progress(desc="rollout turns", unit="turn", disable=not progress, leave=False)
     while active:
         choices = None if choose is None else [choose(admissible[i]) if admissible[i] else None for i in active]
-        # an admissible reply longer than the cap (a WebShop item id) is decoded whole, never cut into an invalid one;
-        # a free one (a WebShop query) is closed within the cap
+        # an admissible reply longer than the cap (a WebShop item id) is decoded whole, never cut into an invalid
+        # one; a free one (a WebShop query) is closed within the cap
         longest = max((c.longest for c in choices or () if c is not None), default=0)
         turn = sampling if longest <= sampling.max_new_tokens else dataclasses.replace(sampling, max_new_tokens=longest)
         completions = _generate_by_task(engine, trajectories, active, turn, sessions, choices)
         still_active = []
         for i, completion in zip(active, completions):
-            traj = trajectories[i]
-            traj.extend(completion.token_ids, completion.logprobs, completion.choices)
-            action = config.response_prefix + completion.text
-            traj.messages.append({"role": "assistant", "content": action})
-            question = search_query(action) if ask is not None and traj.asks < ask_uses else None
-            if question is not None:
-                traj.asks += 1
-                obs = SEARCH_RESULTS + (ask(question, traj.env_id) or NO_MATCH)
-            else:
-                obs, reward, terminated, truncated, info = envs[i].step(action)
-                admissible[i] = info.get("admissible_actions", [])
-                traj.reward += float(reward)
-                traj.turns += 1
-                traj.success = bool(info.get("success", False))
-                traj.invalid_actions = int(info.get("invalid_actions", traj.invalid_actions))
-                if terminated or truncated:
-                    traj.truncated = bool(truncated and not terminated)
-                    continue
-            next_ids = fmt.next_turn(completion.token_ids, obs) + prefix_ids
-            if len(traj.token_ids) + len(next_ids) + sampling.max_new_tokens > config.max_context_tokens:
-                _, reward, _, _, info = envs[i].unwrapped.truncate("The conversation no longer fits the context.")
-                traj.reward += reward
-                traj.success = bool(info.get("success", False))
-                traj.truncated = True
-                continue
-            traj.messages.append({"role": "user", "content": obs})
-            traj.extend(next_ids)
-            still_active.append(i)
+            if context.play(trajectories[i], envs[i], completion, ask, admissible, i):
+                still_active.append(i)
         engine.release([sessions[i] for i in active if i not in still_active])
         active = still_active
         bar.update(1)
     bar.close()
     return trajectories
+
+
+@dataclass
+class _Context:
+    """The conversation side of a rollout: what each episode's prompt holds, and what happens to a reply (played
+    in the env, or answered by the search_and_ask tool), turned into the episode's tokens and transcript."""
+
+    fmt: ChatFormat
+    config: RolloutConfig
+    sampling: SamplingParams
+    search_uses: int
+    """search_and_ask questions answered per episode (0: the tool is off)."""
+
+    def __post_init__(self) -> None:
+        self.prefix_ids = self.fmt.encode(self.config.response_prefix) if self.config.response_prefix else []
+
+    def open(
+        self, index: int, env: gym.Env, seed: int, group: int, guided: bool, entry: Experience | None,
+        start: tuple[str, dict], show_entry: bool,
+    ) -> Trajectory:
+        """An episode's trajectory up to its first reply: system prompt (with the entry shown, if any) and the
+        first observation."""
+        obs, info = start
+        text = None if entry is None else entry.text
+        system = system_prompt(info["instruction"], text if show_entry else None, self.search_uses)
+        traj = Trajectory(
+            env.spec.id if env.spec else type(env).__name__, seed, group, guided, text,
+            () if entry is None else (int(entry.id),), info["instruction"], index,
+            temperature=self.sampling.logprob_temperature,
+        )
+        traj.messages = [{"role": "system", "content": system}, {"role": "user", "content": obs}]
+        traj.extend(self.fmt.start(system, obs) + self.prefix_ids)
+        return traj
+
+    def play(
+        self, traj: Trajectory, env: gym.Env, completion: Completion, ask: Asker | None,
+        admissible: list[list[str]], i: int,
+    ) -> bool:
+        """Append a reply to its episode and answer it: the tool answers a question (while the episode has uses
+        left), the env plays anything else. Returns whether the episode goes on (not ended, and its next turn
+        still fits the context)."""
+        traj.extend(completion.token_ids, completion.logprobs, completion.choices)
+        action = self.config.response_prefix + completion.text
+        traj.messages.append({"role": "assistant", "content": action})
+        question = search_query(action) if ask is not None and traj.asks < self.search_uses else None
+        if question is not None:
+            traj.asks += 1
+            obs = SEARCH_RESULTS + (ask(question, traj.env_id) or NO_MATCH)
+        else:
+            obs, reward, terminated, truncated, info = env.step(action)
+            admissible[i] = info.get("admissible_actions", [])
+            traj.reward += float(reward)
+            traj.turns += 1
+            traj.success = bool(info.get("success", False))
+            traj.invalid_actions = int(info.get("invalid_actions", traj.invalid_actions))
+            if terminated or truncated:
+                traj.truncated = bool(truncated and not terminated)
+                return False
+        next_ids = self.fmt.next_turn(completion.token_ids, obs) + self.prefix_ids
+        if len(traj.token_ids) + len(next_ids) + self.sampling.max_new_tokens > self.config.max_context_tokens:
+            _, reward, _, _, info = env.unwrapped.truncate("The conversation no longer fits the context.")
+            traj.reward += reward
+            traj.success = bool(info.get("success", False))
+            traj.truncated = True
+            return False
+        traj.messages.append({"role": "user", "content": obs})
+        traj.extend(next_ids)
+        return True
 
 
 def _generate_by_task(
