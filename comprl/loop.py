@@ -12,8 +12,11 @@ import logging
 import random
 import shutil
 import time
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import gymnasium
 import numpy as np
@@ -27,8 +30,8 @@ from comprl.actor.workers import RolloutWorkers
 from comprl.config import TRAINS_ACTOR, ExperimentConfig
 from comprl.envs.base import EVAL_SEED_OFFSET  # evaluation plays seeds EVAL_SEED_OFFSET + i
 from comprl.envs.mixture import task_name
-from comprl.experience.interface import ExperienceService, Outcome
-from comprl.experience.manager import connect
+from comprl.experience import connect
+from comprl.experience.interface import ExperienceService, NullExperience, Outcome
 from comprl.llm import HFEngine, load_model, make_engine, resolve_dtype, sharing_weights
 from comprl.runs import Run
 
@@ -76,16 +79,16 @@ def evaluate(
     search: Search | None = None, progress: bool = False,
 ) -> dict[str, float]:
     """Success and episode statistics on each task's held-out seeds (``eval_episodes`` per task), overall and per
-    task (:func:`task_metrics`); every episode guided when ``search`` is given (called with a task's queries, the
-    task and their seeds; evaluation searches do not record retrievals, so what an episode is shown does not depend
-    on how the episodes are chunked)."""
+    task (:func:`task_metrics`); every episode guided when ``search`` is given (called with a task's queries,
+    their tasks and their seeds; evaluation searches do not record retrievals, so what an episode is shown does
+    not depend on how the episodes are chunked)."""
     rollout = dataclasses.replace(config.rollout, temperature=config.eval_temperature)
     trajectories: list[Trajectory] = []
     seeds = [EVAL_SEED_OFFSET + i for i in range(config.eval_episodes)]
     for task, task_envs in envs.items():
         for start in range(0, len(seeds), len(task_envs)):
             chunk = seeds[start : start + len(task_envs)]
-            retrieve = None if search is None else functools.partial(search, task=task, seeds=chunk)
+            retrieve = None if search is None else functools.partial(search, tasks=[task] * len(chunk), seeds=chunk)
             guided = [search is not None] * len(chunk)
             trajectories += run_episodes(
                 engine, task_envs[: len(chunk)], chunk, rollout, guided=guided, retrieve=retrieve, progress=progress
@@ -93,10 +96,37 @@ def evaluate(
     return task_metrics(trajectories)
 
 
-def split_halves(config: ExperimentConfig) -> list[bool]:
-    """Which rollouts of a step are experience-guided: the first K/2 of every group (none for ``baseline``)."""
-    half = config.group_size // 2 if config.uses_experience else 0
-    return [k < half for _ in range(config.mixture().size) for k in range(config.group_size)]
+class StepLayout:
+    """Where every rollout of a training step sits, built once per run: task by task as
+    :meth:`~comprl.envs.mixture.TaskMixture.instances` lists the instances, each instance ``group_size`` times,
+    the first K/2 of every group experience-guided (none without experience)."""
+
+    def __init__(self, config: ExperimentConfig, envs_by_task: Mapping[str, Sequence[gymnasium.Env]]) -> None:
+        self.config = config
+        self.mixture = config.mixture()
+        self.envs = [env for task_envs in envs_by_task.values() for env in task_envs]
+        self.tasks = [task for task, task_envs in envs_by_task.items() for _ in task_envs]
+        self.groups = [g for g in range(self.mixture.size) for _ in range(config.group_size)]
+        half = config.group_size // 2 if config.uses_experience else 0
+        self.guided = [k < half for _ in range(self.mixture.size) for k in range(config.group_size)]
+        self.guided_tasks = [task for task, g in zip(self.tasks, self.guided) if g]
+
+    def seeds(self, step: int) -> list[int]:
+        """The env seed of every rollout of ``step``: its task instance's."""
+        instances = self.mixture.instances(self.config.seed, step)
+        return [i.seed for i in instances for _ in range(self.config.group_size)]
+
+    def guided_seeds(self, seeds: Sequence[int]) -> list[int]:
+        return [s for s, g in zip(seeds, self.guided) if g]
+
+    def guided_queries(self, seeds: Sequence[int]) -> list[str]:
+        """The bank queries of the guided rollouts, in rollout order, as :func:`run_episodes` asks them: each
+        instance's first observation, made by resetting one of its envs with its seed."""
+        first: dict[tuple[str, int], str] = {}
+        for env, task, seed, guided in zip(self.envs, self.tasks, seeds, self.guided):
+            if guided and (task, seed) not in first:  # rollouts of one instance share their first observation
+                first[task, seed] = retrieval_query(*env.reset(seed=int(seed)))
+        return [first[task, seed] for task, seed, g in zip(self.tasks, seeds, self.guided) if g]
 
 
 def distill_choice(config: ExperimentConfig, step: int, n: int) -> list[int]:
@@ -107,11 +137,110 @@ def distill_choice(config: ExperimentConfig, step: int, n: int) -> list[int]:
     return sorted(int(i) for i in np.random.default_rng([config.seed, step, 1]).choice(n, size=k, replace=False))
 
 
+class Timer:
+    """Wall seconds per named phase; ``with timer("update"):`` adds the block's time to that phase."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    @contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] += time.perf_counter() - started
+
+
 Search = Callable[..., Sequence]
-"""``manager.search``: (queries, task=..., seeds=...) -> one entry or None per query."""
+"""``ExperienceService.search``: (queries, tasks=..., seeds=...) -> one entry or None per query."""
 
 MetricsCallback = Callable[[int, dict[str, float], str], None]
-"""Called with (step, metrics, phase) after every logged row, e.g. ``comprl.widgets.LiveTrainingPlot.callback``."""
+"""Called with (step, metrics, phase) after every logged row, e.g. ``comprl.kit.widgets.LiveTrainingPlot.callback``."""
+
+
+@dataclass
+class Learners:
+    """What a training step works with: the step's layout, the actor (its trainer, None when the method freezes
+    it, and its generation engine), the experience side (a :class:`NullExperience` for the baseline) and the rollout
+    workers when the rollouts run on Ray."""
+
+    config: ExperimentConfig
+    layout: StepLayout
+    engine: HFEngine
+    actor: ActorTrainer | None
+    experience: ExperienceService
+    workers: RolloutWorkers | None = None
+    workers_need_weights: bool = True
+    """Whether the workers' copies of the actor are older than the actor (they need its weights before playing)."""
+    prefetched: _Prefetch | None = None
+    """This step's searches, sent during the previous step (``experience.prefetch``)."""
+
+
+def train_step(learners: Learners, step: int) -> dict[str, float]:
+    """One training step, the paper's Algorithm 1 on the actor's side: roll out (the guided half shown entries the
+    bank returns), credit the entries shown, hand episodes to the extractor, update the actor, mark the step
+    boundary. Returns the step's metrics row."""
+    config, layout, experience, actor = learners.config, learners.layout, learners.experience, learners.actor
+    timer = Timer()
+    with timer("step"):
+        with timer("rollout"):
+            seeds = layout.seeds(step)
+            trajectories, done = _roll_out(learners, step, seeds)
+            metrics = {
+                **task_metrics(trajectories),
+                "generated_tokens": done["generated_tokens"],
+                # what the forward passes computed: prompt tokens not served from the prefix cache, and replies
+                "processed_tokens": done["prompt_tokens"] - done["reused_prompt_tokens"] + done["generated_tokens"],
+                "tokens_per_second": done["generated_tokens"] / max(done["seconds"], 1e-9),
+            }
+        metrics["rollout_seconds"] = timer.seconds["rollout"]
+        with timer("experience"):
+            shown = [t for t in trajectories if t.guided and t.experience_ids]
+            experience.credit([Outcome(t.experience_ids[0], t.success) for t in shown], step)
+            experience.submit([trajectories[i].episode(step) for i in distill_choice(config, step, len(trajectories))])
+        if actor is not None:
+            with timer("experience"):
+                experience.fence()  # the actor is about to change its weights (ExperienceConfig.fence)
+            update = actor.step(trajectories)
+            learners.engine.sync_weights()
+            learners.workers_need_weights = True
+            metrics.update({f"actor_{k}": v for k, v in update.items() if k != "update_seconds"})
+            metrics["update_seconds"] = update["update_seconds"]
+        with timer("experience"):
+            experience.step_done(step)
+            stats = experience.stats()
+        if config.uses_experience:
+            metrics.update(_halves(trajectories))
+            metrics.update(stats)
+            metrics["experience_seconds"] = timer.seconds["experience"]
+    metrics["step_seconds"] = timer.seconds["step"]
+    return metrics
+
+
+def _roll_out(learners: Learners, step: int, seeds: list[int]) -> tuple[list[Trajectory], dict[str, float]]:
+    """The step's trajectories in rollout order and the engine's token counters, played here or on the workers."""
+    config, layout, experience = learners.config, learners.layout, learners.experience
+    search = functools.partial(experience.search, tasks=layout.guided_tasks, seeds=layout.guided_seeds(seeds))
+    retrieve = search if learners.prefetched is None else learners.prefetched.retriever(search)
+    learners.prefetched = None
+    prefetch = config.uses_experience and config.experience.mode == "async" and config.experience.prefetch
+    if prefetch and step < config.steps:
+        learners.prefetched = _Prefetch(experience, layout, layout.seeds(step + 1))  # runs during this step
+    asks = config.uses_experience and config.experience.search_and_ask
+    if learners.workers is not None:
+        entries = retrieve(layout.guided_queries(seeds))
+        weights = learners.actor.state_dict()["weights"] if learners.workers_need_weights and learners.actor else None
+        learners.workers_need_weights = False
+        return learners.workers.play(step, weights, seeds, layout.groups, layout.guided, entries)
+    engine = learners.engine
+    before = dict(engine.stats)
+    trajectories = run_episodes(
+        engine, layout.envs, seeds, config.rollout, groups=layout.groups, guided=layout.guided, retrieve=retrieve,
+        ask=experience.search_and_ask if asks else None, ask_uses=config.experience.search_and_ask_uses,
+        show_entries=not config.experience.blind,
+    )
+    return trajectories, {key: engine.stats[key] - before[key] for key in before}
 
 
 def run_experiment(
@@ -124,10 +253,10 @@ def run_experiment(
 ) -> Run:
     """Run one experiment and return its run folder (``config.json``, metrics in ``run.duckdb``, ``bank.duckdb``).
 
-    Per training step (phase ``train``): episode metrics of the rollouts (success rate, return, length,
-    invalid-action rate; for methods with experience also split into the guided and free halves), generation
-    tokens/s, wall time per phase (rollout, actor update, extraction, merge, extractor update, retrieval), the
-    actor's and extractor's loss diagnostics, bank size, and extractor outputs applied or rejected by reason.
+    Per training step (phase ``train``, :func:`train_step`): episode metrics of the rollouts (success rate, return,
+    length, invalid-action rate; for methods with experience also split into the guided and free halves),
+    generation tokens/s, wall time per phase (rollout, actor update, experience calls), the actor's and extractor's
+    loss diagnostics, bank size, and extractor outputs applied or rejected by reason.
     Evaluation rows (phase ``eval``) at step 0 and after the last step, with and without experience.
     ``callback`` sees every row as it is written (a live plot in a notebook).
 
@@ -151,31 +280,26 @@ def run_experiment(
     random.seed(config.seed)
     np.random.seed(config.seed)
     torch.manual_seed(config.seed)
-    mixture = config.mixture()
     envs_by_task = make_envs(config)
-    # rollout order, as TaskMixture.instances lists instances: task by task, each instance group_size times
-    envs = [env for task_envs in envs_by_task.values() for env in task_envs]
-    tasks = [task for task, task_envs in envs_by_task.items() for _ in task_envs]
+    layout = StepLayout(config, envs_by_task)
 
     def record(step: int, phase: str, metrics: dict[str, float]) -> None:
         run.log(step, phase, metrics)
         if callback is not None:
             callback(step, metrics, phase)
 
-    dtype = resolve_dtype(config.dtype, device)
-    model, tokenizer = load_model(config.model, dtype=dtype, device=device, seed=config.seed, backend=config.actor.backend)
-    say.info("%s on %s in %s", config.model, device, str(dtype).removeprefix("torch."))
+    model, tokenizer = _base_model(config, device)
+    say.info("%s on %s in %s", config.model, device, str(model.dtype).removeprefix("torch."))
     extractor_model = sharing_weights(model) if config.extractor_shares_base else None  # before the actor's adapters
     actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor) if TRAINS_ACTOR[config.method] else None
     engine = make_engine(config, actor.model if actor else model, tokenizer)
-    manager = _experience_manager(config, run, device, resumed, actor, engine, extractor_model) if config.uses_experience else None
+    experience = _experience_service(config, run, device, resumed, actor, engine, extractor_model)
     del extractor_model
-    workers = None
+    learners = Learners(config, layout, engine, actor, experience)
     try:
         if config.rollout_workers:
-            asks = manager is not None and config.experience.search_and_ask
-            workers = RolloutWorkers(config, tasks, manager.handle if asks else None)
-        send_weights = actor is not None  # the workers' copies need the actor's weights before they first play
+            asks = config.uses_experience and config.experience.search_and_ask
+            learners.workers = RolloutWorkers(config, layout.tasks, experience if asks else None)
         if resumed is not None:
             state = resumed.state()
             if actor is not None:
@@ -184,93 +308,35 @@ def run_experiment(
             checkpoint.set_rng_state(state["rng"])
             say.info("resumed after step %d (%s)", resumed.step, run.path)
         elif config.eval_episodes:
-            _log_eval(record, say, 0, engine, envs_by_task, config, manager)
-        guided = split_halves(config)
-        groups = [g for g in range(mixture.size) for _ in range(config.group_size)]
-        guided_tasks = [task for task, g in zip(tasks, guided) if g]
-        prefetching = manager is not None and config.experience.mode == "async" and config.experience.prefetch
-        prefetched: _Prefetch | None = None
+            _log_eval(record, say, 0, engine, envs_by_task, config, experience)
         first = resumed.step + 1 if resumed else 1
         bar = console.progress(
             range(first, config.steps + 1), desc=f"{config.method} on {config.task}", unit="step", disable=not progress,
             initial=first - 1, total=config.steps,
         )
         for step in bar:
-            before = dict(engine.stats)
-            started = time.perf_counter()
-            seeds = _rollout_seeds(config, step)
-            retrieve = None
-            if manager is not None:
-                guided_seeds = [s for s, g in zip(seeds, guided) if g]
-                retrieve = functools.partial(_search_by_task, manager.search, tasks=guided_tasks, seeds=guided_seeds)
-                if prefetched is not None:
-                    retrieve = prefetched.retriever(retrieve)
-                prefetched = None
-                if prefetching and step < config.steps:  # the next step's searches run during this step
-                    prefetched = _Prefetch(manager, envs, tasks, _rollout_seeds(config, step + 1), guided)
-            if workers is None:
-                ask = manager.search_and_ask if manager is not None and config.experience.search_and_ask else None
-                trajectories = run_episodes(
-                    engine, envs, seeds, config.rollout, groups=groups, guided=guided, retrieve=retrieve, ask=ask,
-                    ask_uses=config.experience.search_and_ask_uses, show_entries=not config.experience.blind,
-                )
-                done = {key: engine.stats[key] - before[key] for key in before}
-            else:
-                entries = retrieve(guided_queries(envs, tasks, seeds, guided)) if retrieve is not None else []
-                weights = actor.state_dict()["weights"] if send_weights else None
-                trajectories, done = workers.play(step, weights, seeds, groups, guided, entries)
-                send_weights = False
-            metrics = {
-                **task_metrics(trajectories),
-                "generated_tokens": done["generated_tokens"],
-                # what the forward passes computed: prompt tokens not served from the prefix cache, and replies
-                "processed_tokens": done["prompt_tokens"] - done["reused_prompt_tokens"] + done["generated_tokens"],
-                "tokens_per_second": done["generated_tokens"] / max(done["seconds"], 1e-9),
-                "rollout_seconds": time.perf_counter() - started,
-            }
-            waited = time.perf_counter()
-            if manager is not None:
-                used = [t for t in trajectories if t.guided and t.experience_ids]
-                manager.credit([Outcome(t.experience_ids[0], t.success) for t in used], step)
-                manager.submit([trajectories[i].episode(step) for i in distill_choice(config, step, len(trajectories))])
-            experience_seconds = time.perf_counter() - waited
-            if actor is not None:
-                if manager is not None:
-                    waited = time.perf_counter()
-                    manager.fence()
-                    experience_seconds += time.perf_counter() - waited
-                update = actor.step(trajectories)
-                engine.sync_weights()
-                send_weights = True
-                metrics.update({f"actor_{k}": v for k, v in update.items() if k != "update_seconds"})
-                metrics["update_seconds"] = update["update_seconds"]
-            if manager is not None:
-                waited = time.perf_counter()
-                manager.step_done(step)
-                metrics.update(_halves(trajectories))
-                metrics.update(manager.stats())
-                metrics["experience_seconds"] = experience_seconds + time.perf_counter() - waited
-            metrics["step_seconds"] = time.perf_counter() - started
+            metrics = train_step(learners, step)
             record(step, "train", metrics)
             bar.set_postfix(success=f"{metrics['success_rate']:.2f}", invalid=f"{metrics['invalid_action_rate']:.2f}")
             say.info(
                 "step %d/%d: success %.2f, invalid actions %.2f, %.0f tokens/s, rollout %.0fs, update %.0fs%s",
-                step, config.steps, metrics["success_rate"], metrics["invalid_action_rate"], metrics["tokens_per_second"],
-                metrics["rollout_seconds"], metrics.get("update_seconds", 0.0),
-                f", bank {metrics['bank_size']:.0f} entries, extractor outputs valid {metrics.get('extractor_valid', 0):.0f}"
-                f"/{metrics.get('extractor_outputs', 0):.0f}" if manager else "",
+                step, config.steps, metrics["success_rate"], metrics["invalid_action_rate"],
+                metrics["tokens_per_second"], metrics["rollout_seconds"], metrics.get("update_seconds", 0.0),
+                f", bank {metrics['bank_size']:.0f} entries, extractor outputs valid "
+                f"{metrics.get('extractor_valid', 0):.0f}/{metrics.get('extractor_outputs', 0):.0f}"
+                if config.uses_experience else "",
             )
             if step == config.steps or (config.checkpoint_every and step % config.checkpoint_every == 0):
-                checkpoint.save(run.path, step, actor, manager)
+                checkpoint.save(run.path, step, actor, experience if config.uses_experience else None)
         checkpoint.export_adapters(run.path, actor)
         if config.eval_episodes:
-            _log_eval(record, say, config.steps, engine, envs_by_task, config, manager)
+            _log_eval(record, say, config.steps, engine, envs_by_task, config, experience)
         run.mark_finished()
     finally:
-        if workers is not None:
-            workers.close()
-        if manager is not None:
-            report = manager.close()
+        if learners.workers is not None:
+            learners.workers.close()
+        report = experience.close()
+        if config.uses_experience:
             say.info("experience manager closed: %s", report)
     return run
 
@@ -281,10 +347,7 @@ def trained_actor(run: Run | str | Path) -> tuple[HFEngine, ExperimentConfig]:
     run = run if isinstance(run, Run) else Run(Path(run))
     config = run.config()
     weights = checkpoint.load_adapters(run.path)
-    device = resolve_device(config)
-    model, tokenizer = load_model(
-        config.model, dtype=resolve_dtype(config.dtype, device), device=device, seed=config.seed, backend=config.actor.backend
-    )
+    model, tokenizer = _base_model(config, resolve_device(config))
     actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor)
     actor.load_weights(weights)
     return HFEngine(actor.model, tokenizer, adapter_dtype=config.actor.generation_adapter_dtype), config
@@ -305,13 +368,22 @@ def evaluate_trained(run: Run | str | Path, episodes: int | None = None, progres
                 env.close()
 
 
-def _experience_manager(
+def _base_model(config: ExperimentConfig, device: torch.device) -> tuple[PreTrainedModel, Any]:
+    """The run's base model, before any adapters, and its tokenizer."""
+    dtype = resolve_dtype(config.dtype, device)
+    return load_model(config.model, dtype=dtype, device=device, seed=config.seed, backend=config.actor.backend)
+
+
+def _experience_service(
     config: ExperimentConfig, run: Run, device: torch.device, resumed: checkpoint.Checkpoint | None,
     actor: ActorTrainer | None, engine: HFEngine, extractor_model: PreTrainedModel | None,
 ) -> ExperienceService:
-    """The experience side of the run, on the run's bank file: a copy of ``bank.init_from`` when given, the
-    checkpoint's bank when resuming; handed the actor's trainer and engine with ``extractor.share_actor``, and
-    ``extractor_model`` when the caller loaded it (``extractor.share_base``)."""
+    """The experience side of the run (a :class:`NullExperience` for methods without one), on the run's bank
+    file: a copy of ``bank.init_from`` when given, the checkpoint's bank when resuming; handed the actor's trainer
+    and engine with ``extractor.share_actor``, and ``extractor_model`` when the caller loaded it
+    (``extractor.share_base``)."""
+    if not config.uses_experience:
+        return NullExperience()
     shared = {"actor": actor, "actor_engine": engine} if config.extractor.share_actor else {"model": extractor_model}
     if resumed is not None:
         return connect(config, run.bank_path, device=str(device), checkpoint=resumed.experience, **shared)
@@ -322,63 +394,17 @@ def _experience_manager(
     return connect(config, run.bank_path, device=str(device), **shared)
 
 
-def _rollout_seeds(config: ExperimentConfig, step: int) -> list[int]:
-    """The env seed of every rollout of a step: each task instance's (:meth:`TaskMixture.instances`),
-    ``group_size`` times."""
-    return [i.seed for i in config.mixture().instances(config.seed, step) for _ in range(config.group_size)]
-
-
-def _rows_by_task(tasks: Sequence[str]) -> dict[str, list[int]]:
-    """The positions of each task's items, tasks in order of first appearance."""
-    rows: dict[str, list[int]] = {}
-    for i, task in enumerate(tasks):
-        rows.setdefault(task, []).append(i)
-    return rows
-
-
-def _search_by_task(search: Search, queries: Sequence[str], tasks: Sequence[str], seeds: Sequence[int]) -> list:
-    """``search`` once per task (the bank is searched within a task), the results back in query order."""
-    found: list = [None] * len(queries)
-    for task, rows in _rows_by_task(tasks).items():
-        for i, entry in zip(rows, search([queries[i] for i in rows], task=task, seeds=[seeds[i] for i in rows])):
-            found[i] = entry
-    return found
-
-
-def guided_queries(envs: Sequence, tasks: Sequence[str], seeds: Sequence[int], guided: Sequence[bool]) -> list[str]:
-    """The bank queries of a step's guided rollouts, in rollout order, as :func:`run_episodes` asks them: each
-    instance's first observation, made by resetting one of its envs with its seed."""
-    first: dict[tuple[str, int], str] = {}
-    for env, task, seed, is_guided in zip(envs, tasks, seeds, guided):
-        if is_guided and (task, seed) not in first:  # rollouts of one instance share their first observation
-            first[task, seed] = retrieval_query(*env.reset(seed=int(seed)))
-    return [first[task, seed] for task, seed, g in zip(tasks, seeds, guided) if g]
-
-
 class _Prefetch:
     """The searches of a step's guided episodes, sent one step ahead (``experience.prefetch``) so that they run
     in the manager's process during the previous step; its :meth:`retriever` hands their entries to the rollout."""
 
-    def __init__(
-        self, manager: ExperienceService, envs: Sequence, tasks: Sequence[str], seeds: Sequence[int], guided: Sequence[bool]
-    ) -> None:
-        asked = [(task, seed) for task, seed, g in zip(tasks, seeds, guided) if g]
-        self.queries = guided_queries(envs, tasks, seeds, guided)
-        self.pending = [  # one search per task: the positions of its queries and the future of their entries
-            (rows, manager.search_later([self.queries[i] for i in rows], task, seeds=[asked[i][1] for i in rows]))
-            for task, rows in _rows_by_task([task for task, _ in asked]).items()
-        ]
+    def __init__(self, experience: ExperienceService, layout: StepLayout, seeds: Sequence[int]) -> None:
+        self.queries = layout.guided_queries(seeds)
+        self.pending = experience.search_later(self.queries, layout.guided_tasks, seeds=layout.guided_seeds(seeds))
 
     def retriever(self, fallback: Callable[[Sequence[str]], Sequence]) -> Callable[[Sequence[str]], Sequence]:
         """The prefetched entries when the rollout asks the same queries (it always should), else ``fallback``."""
-        return lambda queries: self._entries() if list(queries) == self.queries else fallback(queries)
-
-    def _entries(self) -> list:
-        found: list = [None] * len(self.queries)
-        for rows, future in self.pending:
-            for i, entry in zip(rows, future.result()):
-                found[i] = entry
-        return found
+        return lambda queries: self.pending.result() if list(queries) == self.queries else fallback(queries)
 
 
 def _halves(trajectories: Sequence[Trajectory]) -> dict[str, float]:
@@ -393,17 +419,17 @@ def _halves(trajectories: Sequence[Trajectory]) -> dict[str, float]:
 
 def _log_eval(
     record: Callable[[int, str, dict[str, float]], None], say: logging.LoggerAdapter, step: int, engine: HFEngine,
-    envs: Mapping[str, Sequence[gymnasium.Env]], config: ExperimentConfig, manager: ExperienceService | None,
+    envs: Mapping[str, Sequence[gymnasium.Env]], config: ExperimentConfig, experience: ExperienceService,
 ) -> None:
     """Evaluation rows: experience-free, and for methods with a bank also with experience (``guided_*`` columns)."""
     metrics = evaluate(engine, envs, config)
-    if manager is not None:
-        search = functools.partial(manager.search, record=False)
+    if config.uses_experience:
+        search = functools.partial(experience.search, record=False)
         with_experience = evaluate(engine, envs, config, search=search)
         metrics.update({f"guided_{k}": v for k, v in with_experience.items() if not k.endswith("episodes")})
-        manager.stats()  # evaluation lookups are not part of the next training step's counters
+        experience.stats()  # evaluation lookups are not part of the next training step's counters
     record(step, "eval", metrics)
     say.info(
         "eval after step %d: success %.2f over %d episodes%s", step, metrics["success_rate"], metrics["episodes"],
-        f" (with experience {metrics['guided_success_rate']:.2f})" if manager else "",
+        f" (with experience {metrics['guided_success_rate']:.2f})" if config.uses_experience else "",
     )

@@ -351,8 +351,7 @@ def _generate_by_task(
 
     A batch is left padded to its longest prompt and prefills, for every row, the longest uncached suffix. In a
     mixture the tasks' prompts differ by thousands of tokens (a WebShop results page against a Room map), so one
-    shared batch would pad every row to the longest and recompute what the prefix cache holds: a 3-task cpu turn
-    took 2-3x as long that way. A one-task batch is a single call, exactly as before."""
+    shared batch would pad every row to the longest and recompute what the prefix cache holds."""
     rows: dict[str, list[int]] = {}
     for position, i in enumerate(active):
         rows.setdefault(trajectories[i].env_id, []).append(position)
