@@ -56,7 +56,7 @@ def sync_manager(tmp_path):
 
 
 def test_sync_submit_distils_before_returning_and_every_reply_is_accounted_for(sync_manager):
-    assert sync_manager.search(["anything"], ROOM) == [None]  # empty bank
+    assert sync_manager.search(["anything"], [ROOM]) == [None]  # empty bank
     sync_manager.submit([episode(i) for i in range(3)])
     stats = sync_manager.stats()
     assert stats["manager_distilled"] == 3 and stats["extractor_outputs"] == 3
@@ -72,7 +72,7 @@ def test_queries_are_batched_with_one_embedding_call_per_batch(tmp_path):
     calls = []
     encode = manager.bank.embedder.encode
     manager.bank.embedder.encode = lambda texts: calls.append(len(texts)) or encode(texts)
-    found = manager.search([f"query {i}" for i in range(10)], ROOM)
+    found = manager.search([f"query {i}" for i in range(10)], [ROOM] * 10)
     assert calls == [4, 4, 2] and all(e is not None for e in found)
     stats = manager.stats()
     assert stats["manager_search_batches"] == 3 and stats["manager_embedding_calls"] == 3
@@ -87,12 +87,12 @@ def test_background_batcher_flushes_at_the_batch_size_and_after_the_wait(tmp_pat
     sizes = []
     encode = manager.bank.embedder.encode
     manager.bank.embedder.encode = lambda texts: sizes.append(len(texts)) or encode(texts)
-    threads = [threading.Thread(target=manager.search, args=([f"q{i}"], ROOM)) for i in range(3)]
+    threads = [threading.Thread(target=manager.search, args=([f"q{i}"], [ROOM])) for i in range(3)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    manager.search([f"many {i}" for i in range(20)], ROOM)
+    manager.search([f"many {i}" for i in range(20)], [ROOM] * 20)
     assert sum(sizes) == 23 and max(sizes) <= 8
     assert sizes.count(8) >= 2, f"a 20-query call fills batches of 8: {sizes}"
     manager.close()
@@ -101,13 +101,13 @@ def test_background_batcher_flushes_at_the_batch_size_and_after_the_wait(tmp_pat
 def test_one_entry_per_task_instance_and_evaluation_does_not_record(tmp_path):
     manager = ExperienceManager(config(), tmp_path / "bank.duckdb")
     add(manager.bank, [f"lesson {i}" for i in range(6)])
-    shown = manager.search(["same start"] * 4 + ["other start"] * 2, ROOM, seeds=[5, 5, 5, 5, 9, 9])
+    shown = manager.search(["same start"] * 4 + ["other start"] * 2, [ROOM] * 6, seeds=[5, 5, 5, 5, 9, 9])
     assert len({e.id for e in shown[:4]}) == 1 and len({e.id for e in shown[4:]}) == 1
     # evaluation: independent of chunking, and it leaves no recency behind
     queries, seeds = [f"eval {i}" for i in range(6)], list(range(100, 106))
-    whole = manager.search(queries, ROOM, seeds=seeds, record=False)
-    chunked = manager.search(queries[:2], ROOM, seeds=seeds[:2], record=False) + manager.search(
-        queries[2:], ROOM, seeds=seeds[2:], record=False
+    whole = manager.search(queries, [ROOM] * 6, seeds=seeds, record=False)
+    chunked = manager.search(queries[:2], [ROOM] * 2, seeds=seeds[:2], record=False) + manager.search(
+        queries[2:], [ROOM] * 4, seeds=seeds[2:], record=False
     )
     assert [e.id for e in whole] == [e.id for e in chunked]
     manager.close()
@@ -119,22 +119,22 @@ def test_official_reranking_penalises_recent_retrievals_and_forgets_them_after_t
         config(**{"bank.dropout": 0.0}), tmp_path / "bank.duckdb", clock=lambda: now[0]
     )
     add(manager.bank, ["open the door with the key", "walk east to the stairs", "pick up the gold"])
-    first = manager.search(["walk east to the stairs"], ROOM)[0]
+    first = manager.search(["walk east to the stairs"], [ROOM])[0]
     assert first.title == "walk east to the stairs"
-    second = manager.search(["walk east to the stairs"], ROOM)[0]
+    second = manager.search(["walk east to the stairs"], [ROOM])[0]
     assert second.id != first.id, "a top-1 retrieved within the window ranks below the next candidate"
     now[0] += 301.0  # outside the 300 s window
-    assert manager.search(["walk east to the stairs"], ROOM)[0].id == first.id
+    assert manager.search(["walk east to the stairs"], [ROOM])[0].id == first.id
     manager.close()
 
 
 def test_batch_reranking_and_the_popularity_penalty(tmp_path):
     manager = ExperienceManager(config(**{"bank.rerank": "batch"}), tmp_path / "bank.duckdb")
     ids = add(manager.bank, ["walk east to the stairs", "walk east then south to the stairs"])
-    shown = manager.search(["walk east to the stairs", "walk east to the stairs"], ROOM)
+    shown = manager.search(["walk east to the stairs", "walk east to the stairs"], [ROOM] * 2)
     assert {e.id for e in shown} == set(ids), "within one batch the second query sees another entry"
     manager.bank.record_uses([ids[0]] * 50, [False] * 50, step=1)  # lambda*log1p(50) = 1.57 outweighs similarity
-    assert manager.search(["walk east to the stairs"], ROOM)[0].id == ids[1]
+    assert manager.search(["walk east to the stairs"], [ROOM])[0].id == ids[1]
     manager.close()
 
 
@@ -142,17 +142,17 @@ def test_an_instance_never_sees_an_entry_distilled_from_its_own_seed(tmp_path):
     manager = ExperienceManager(config(**{"bank.exclude_own_seed": True}), tmp_path / "bank.duckdb")
     manager.submit([episode(0, seed=42), episode(1, seed=42)])
     assert len(manager.bank) > 0
-    assert manager.search(["reach the stairs"], ROOM, seeds=[42]) == [None]
-    assert manager.search(["reach the stairs"], ROOM, seeds=[7])[0] is not None
+    assert manager.search(["reach the stairs"], [ROOM], seeds=[42]) == [None]
+    assert manager.search(["reach the stairs"], [ROOM], seeds=[7])[0] is not None
     manager.close()
 
 
 def test_the_warmup_gate_holds_the_guided_half_until_the_bank_has_enough_entries(tmp_path):
     manager = ExperienceManager(config(**{"experience.warmup": 3}), tmp_path / "bank.duckdb")
     add(manager.bank, ["a", "b"])
-    assert manager.search(["a"], ROOM) == [None] and manager.stats()["manager_search_gated"] == 1
+    assert manager.search(["a"], [ROOM]) == [None] and manager.stats()["manager_search_gated"] == 1
     add(manager.bank, ["c"])
-    assert manager.search(["a"], ROOM)[0] is not None
+    assert manager.search(["a"], [ROOM])[0] is not None
     manager.close()
 
 
@@ -160,7 +160,7 @@ def test_tasks_share_one_bank_and_search_within_their_own(tmp_path):
     manager = ExperienceManager(config(), tmp_path / "bank.duckdb")
     add(manager.bank, ["room lesson"], task=ROOM)
     add(manager.bank, ["maze lesson"], task=MAZE)
-    assert manager.search(["lesson"], MAZE)[0].title == "maze lesson"
+    assert manager.search(["lesson"], [MAZE])[0].title == "maze lesson"
     manager.submit([episode(0, task=MAZE)])
     tasks = set(manager.bank.operations().dropna(subset=["source"])["task"])
     assert tasks == {MAZE}
@@ -378,7 +378,7 @@ def test_sixteen_threads_through_the_manager(tmp_path):
     @guard
     def reader(k: int) -> None:
         while time.monotonic() < stop:
-            for entry in manager.search([f"lesson {k}", f"writer{k}"], ROOM, seeds=[k, k + 100]):
+            for entry in manager.search([f"lesson {k}", f"writer{k}"], [ROOM] * 2, seeds=[k, k + 100]):
                 if entry is not None:
                     seen.append(entry)
             ops["searches"] += 2

@@ -48,7 +48,8 @@ def drive(manager, steps: int = 4) -> None:
     for step in range(1, steps + 1):
         manager.credit([Outcome(e, k % 2 == 0) for k, e in enumerate(shown)], step)
         manager.submit(seeded_inputs(step))
-        shown = [e.id for e in manager.search(["reach the stairs", "find the way down"], ROOM, seeds=[1, 2]) if e is not None]
+        found = manager.search(["reach the stairs", "find the way down"], [ROOM] * 2, seeds=[1, 2])
+        shown = [e.id for e in found if e is not None]
         manager.fence()
         manager.step_done(step)
 

@@ -13,7 +13,7 @@ from comprl.envs import ENV_IDS, make
 from comprl.envs.mixture import MIXTURES, TASK_NAMES, TaskMixture, preset
 from comprl.experience.bank import NewEntry, Write
 from comprl.experience.manager import ExperienceManager
-from comprl.loop import _rollout_seeds, _search_by_task
+from comprl.loop import StepLayout, make_envs
 
 ROOM, WEBSHOP, ALFWORLD = MIXTURES["3-task"]
 
@@ -52,7 +52,7 @@ def test_bad_mixtures_are_rejected_with_the_bad_value(batch, match):
 def test_a_single_task_run_is_the_mixture_of_its_one_task():
     config = make_config("smoke", batch_instances=3, group_size=4, max_turns=5)
     assert config.mixture() == TaskMixture({config.env_id: 3}, {config.env_id: 5})
-    seeds = _rollout_seeds(config, step=2)
+    seeds = StepLayout(config, make_envs(config)).seeds(step=2)
     assert len(seeds) == 12 and len(set(seeds)) == 3 and seeds[:4] == [seeds[0]] * 4  # a group shares its instance
     assert set(TASK_NAMES) == set(ENV_IDS) and len(set(TASK_NAMES.values())) == len(ENV_IDS)
 
@@ -77,8 +77,9 @@ def test_each_guided_query_is_answered_from_its_own_tasks_entries(tmp_path):
         for task in (ROOM, WEBSHOP, ALFWORLD):
             manager.bank.apply([Write("add", entry=NewEntry(f"{task} lesson", "a lesson"))], step=0, task=task)
         tasks = [WEBSHOP, ROOM, ALFWORLD, ROOM, WEBSHOP]
-        found = _search_by_task(manager.search, [f"query {i}" for i in range(5)], tasks=tasks, seeds=[1, 2, 3, 4, 5])
+        found = manager.search([f"query {i}" for i in range(5)], tasks, seeds=[1, 2, 3, 4, 5])
         assert [entry.task for entry in found] == tasks
+        assert manager.stats()["manager_embedding_calls"] == 1  # one batch for the three tasks
     finally:
         manager.close()
 

@@ -15,7 +15,7 @@ import torch
 from comprl.config import make_config
 from comprl.llm import load_model
 from comprl.actor.trainer import ActorTrainer
-from comprl.loop import make_envs, run_experiment, split_halves
+from comprl.loop import StepLayout, make_envs, run_experiment
 from comprl.actor.workers import RolloutWorkers
 
 ray = pytest.importorskip("ray")
@@ -121,8 +121,8 @@ def test_a_run_on_two_workers_logs_what_a_run_in_one_process_logs(cluster, tmp_p
     assert ray_rows[["step", "phase"]].values.tolist() == local_rows[["step", "phase"]].values.tolist()
     train = ray_rows[ray_rows.phase == "train"]
     config = smoke(cluster, **overrides)
-    assert (train.episodes == len(split_halves(config))).all()
-    assert train.guided_with_entry.le(sum(split_halves(config))).all()
+    assert (train.episodes == len(StepLayout(config, make_envs(config)).guided)).all()
+    assert train.guided_with_entry.le(sum(StepLayout(config, make_envs(config)).guided)).all()
     assert train.generated_tokens.gt(0).all() and train.tokens_per_second.gt(0).all()
     # the extractor read the workers' trajectories: the bank grew from them
     assert train.bank_size.iloc[-1] > 0

@@ -33,6 +33,7 @@ from comprl.config import TRAINS_ACTOR, ExperimentConfig
 from comprl.llm import load_model, make_engine, resolve_dtype
 from comprl.actor.rollout import Trajectory, run_episodes
 from comprl.actor.trainer import ActorTrainer
+from comprl.experience.interface import ExperienceService
 
 class RolloutWorker:
     """One worker: the actor's model (with the same LoRA layout as the learner) and envs for its rows."""
@@ -57,7 +58,7 @@ class RolloutWorker:
 
     def play(
         self, step: int, weights: dict[str, torch.Tensor] | None, seeds: Sequence[int], groups: Sequence[int],
-        guided: Sequence[bool], entries: Sequence[Any], ask: Any = None,
+        guided: Sequence[bool], entries: Sequence[Any], experience: ExperienceService | None = None,
     ) -> tuple[list[Trajectory], dict[str, float]]:
         """This worker's rows of the step: ``seeds``/``groups``/``guided`` are the whole step's, ``entries`` the
         bank entries of this worker's guided rows in row order. Returns the trajectories and the engine counters."""
@@ -73,18 +74,12 @@ class RolloutWorker:
                 raise RuntimeError(f"worker {self.index}: {len(queries)} guided queries, but {len(entries)} entries were sent")
             return entries
 
-        asker = None
-        if ask is not None:
-            import ray
-
-            def asker(question: str, task: str) -> str | None:  # the manager's Ray actor answers
-                return ray.get(ask.search_and_ask.remote(question, task))
-
         config = self.config
         trajectories = run_episodes(
             self.engine, self.envs, [seeds[i] for i in self.rows], config.rollout,
             groups=[groups[i] for i in self.rows], guided=[guided[i] for i in self.rows], retrieve=retrieve,
-            ask=asker, ask_uses=config.experience.search_and_ask_uses, show_entries=not config.experience.blind,
+            ask=None if experience is None else experience.search_and_ask,
+            ask_uses=config.experience.search_and_ask_uses, show_entries=not config.experience.blind,
         )
         self.engine.clear_cache()
         return trajectories, {key: self.engine.stats[key] - before[key] for key in before}
@@ -98,7 +93,14 @@ class RolloutWorkers:
     """The driver's handle on ``config.rollout_workers`` Ray actors (:class:`RolloutWorker`), shares fixed for
     the run: the step's rollouts (``tasks``, in rollout order) split into that many runs of whole groups."""
 
-    def __init__(self, config: ExperimentConfig, tasks: Sequence[str], manager_actor: Any = None) -> None:
+    def __init__(
+        self, config: ExperimentConfig, tasks: Sequence[str], experience: ExperienceService | None = None
+    ) -> None:
+        if experience is not None and config.experience.mode != "async":
+            raise ValueError(
+                "rollout workers ask search_and_ask of an experience manager in Ray; accepted: experience.mode="
+                f"'async' with an experience service, or none (experience.mode={config.experience.mode!r})"
+            )
         import ray  # a core dependency, loaded only by runs that use it
         self._ray = ray
         if not ray.is_initialized():
@@ -109,7 +111,7 @@ class RolloutWorkers:
             raise ValueError(f"rollout_workers={n}: a step has only {groups} groups of rollouts to share out")
         bounds = [round(k * groups / n) * config.group_size for k in range(n + 1)]
         self.rows = [list(range(bounds[k], bounds[k + 1])) for k in range(n)]
-        self._manager = manager_actor
+        self._experience = experience
         remote = ray.remote(RolloutWorker).options(
             num_cpus=config.rollout_worker_cpus, num_gpus=1 if config.device == "cuda" else 0
         )
@@ -129,7 +131,7 @@ class RolloutWorkers:
         calls = []
         for worker, rows in zip(self._workers, self.rows):
             mine = [next(found) for i in rows if guided[i]]
-            calls.append(worker.play.remote(step, shared, list(seeds), list(groups), list(guided), mine, self._manager))
+            calls.append(worker.play.remote(step, shared, list(seeds), list(groups), list(guided), mine, self._experience))
         trajectories: list[Trajectory] = []
         totals: dict[str, float] = {}
         for share, counters in self._ray.get(calls):

@@ -1,7 +1,8 @@
 """The experience side of Complementary RL: bank, extractor, its trainer, and the manager that runs them.
 
-The actor side talks to it only through :class:`~comprl.experience.manager.ExperienceManager` (hosted by
-:func:`~comprl.experience.manager.connect`) with :class:`~comprl.experience.interface.Episode` and
+The actor side talks to it only through the :class:`~comprl.experience.interface.ExperienceService` protocol
+(an :class:`~comprl.experience.manager.ExperienceManager` hosted by :func:`connect`, or the baseline's
+:class:`~comprl.experience.interface.NullExperience`) with :class:`~comprl.experience.interface.Episode` and
 :class:`~comprl.experience.interface.Outcome` records; nothing here imports the actor side.
 """
 
@@ -14,6 +15,8 @@ _EXPORTS = {
     "connect": "comprl.experience.manager",
     "Episode": "comprl.experience.interface",
     "Outcome": "comprl.experience.interface",
+    "ExperienceService": "comprl.experience.interface",
+    "NullExperience": "comprl.experience.interface",
     "ExperienceBank": "comprl.experience.bank",
     "Embedder": "comprl.experience.bank",
     "Entry": "comprl.experience.bank",

@@ -5,9 +5,9 @@
   outcome) with no token tensors, small enough to cross a process boundary to a Ray-hosted manager.
 - :data:`SEARCH_OPEN` and :data:`SEARCH_CLOSE`: the tags of the actor's mid-episode question (search_and_ask).
 - :class:`ExperienceService`: the calls the actor side makes. The in-process
-  :class:`~comprl.experience.manager.ExperienceManager` and its Ray client
-  :class:`~comprl.experience.manager.RayExperienceManager` both provide them (``tests/test_layering.py`` checks
-  their signatures against this protocol).
+  :class:`~comprl.experience.manager.ExperienceManager`, its Ray client
+  :class:`~comprl.experience.manager.RayExperienceManager` and :class:`NullExperience` (the baseline's) provide
+  them (``tests/test_interface.py`` checks their signatures against this protocol).
 """
 
 from __future__ import annotations
@@ -71,11 +71,11 @@ class ExperienceService(Protocol):
     documents each)."""
 
     def search(
-        self, queries: Sequence[str], task: str, *, seeds: Sequence[int] | None = None, record: bool = True
+        self, queries: Sequence[str], tasks: Sequence[str], *, seeds: Sequence[int] | None = None, record: bool = True
     ) -> list[Entry | None]: ...
 
     def search_later(
-        self, queries: Sequence[str], task: str, *, seeds: Sequence[int] | None = None, record: bool = True
+        self, queries: Sequence[str], tasks: Sequence[str], *, seeds: Sequence[int] | None = None, record: bool = True
     ) -> Future: ...
 
     def submit(self, episodes: Sequence[Episode]) -> int: ...
@@ -95,3 +95,47 @@ class ExperienceService(Protocol):
     def save_checkpoint(self, directory: str | Path) -> None: ...
 
     def close(self) -> dict[str, Any]: ...
+
+
+class NullExperience:
+    """The experience side of a method without one (``baseline``): every call does nothing, so the training step
+    reads the same for every method. Searches find nothing, no episode is kept, nothing is written."""
+
+    def search(
+        self, queries: Sequence[str], tasks: Sequence[str], *, seeds: Sequence[int] | None = None, record: bool = True
+    ) -> list[Entry | None]:
+        return [None] * len(queries)
+
+    def search_later(
+        self, queries: Sequence[str], tasks: Sequence[str], *, seeds: Sequence[int] | None = None, record: bool = True
+    ) -> Future:
+        result: Future = Future()
+        result.set_result(self.search(queries, tasks, seeds=seeds, record=record))
+        return result
+
+    def submit(self, episodes: Sequence[Episode]) -> int:
+        return 0
+
+    def credit(self, outcomes: Sequence[Outcome], step: int) -> None:
+        pass
+
+    def fence(self) -> None:
+        pass
+
+    def step_done(self, step: int) -> None:
+        pass
+
+    def flush(self, timeout: float | None = None) -> bool:
+        return True
+
+    def search_and_ask(self, query: str, task: str) -> str | None:
+        return None
+
+    def stats(self) -> dict[str, float]:
+        return {}
+
+    def save_checkpoint(self, directory: str | Path) -> None:
+        pass
+
+    def close(self) -> dict[str, Any]:
+        return {}

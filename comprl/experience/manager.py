@@ -207,35 +207,42 @@ class ExperienceManager:
     # -----------------------------------------------------------------------------------------------------
 
     def search(
-        self, queries: Sequence[str], task: str, *, seeds: Sequence[int] | None = None, record: bool = True
+        self, queries: Sequence[str], tasks: Sequence[str], *, seeds: Sequence[int] | None = None, record: bool = True
     ) -> list[Entry | None]:
-        """The entry to show for each query, or None (empty bank for ``task``, or still below the warm-up size).
+        """The entry to show for each query, or None (no entry of its task, or its task's bank still below the
+        warm-up size).
 
         Args:
             queries: one text per guided episode (its instruction and first observation).
-            task: the env id; only this task's entries are searched.
+            tasks: the env id of each query; a query is answered from its own task's entries only.
             seeds: the task instance of each query. With ``bank.per_instance`` the queries of one instance share
                 one retrieval (the K/2 guided rollouts see one entry); ``bank.exclude_own_seed`` uses them too.
             record: a training search (recency and dropout apply, and the shown entries count as recently
                 retrieved); False for evaluation, whose result then depends only on the bank.
         """
-        if isinstance(queries, str):
-            raise TypeError("search takes a sequence of query texts, got a single str")
-        queries = list(queries)
+        if isinstance(queries, str) or isinstance(tasks, str):
+            raise TypeError("search takes a sequence of query texts and a sequence of their tasks, got a single str")
+        queries, tasks = list(queries), list(tasks)
+        if len(tasks) != len(queries):
+            raise ValueError(f"got {len(tasks)} tasks for {len(queries)} queries; accepted: one task per query")
         if seeds is not None and len(seeds) != len(queries):
             raise ValueError(f"got {len(seeds)} seeds for {len(queries)} queries")
         if not queries:
             return []
         started = time.perf_counter()
-        if not self._warmed_up(task):
-            self._count(manager_search_gated=len(queries))
+        gated = {task for task in dict.fromkeys(tasks) if not self._warmed_up(task)}
+        if gated:
+            self._count(manager_search_gated=sum(task in gated for task in tasks))
+        searched = [i for i, task in enumerate(tasks) if task not in gated]
+        if not searched:
             return [None] * len(queries)
-        slots = list(range(len(queries)))
-        if seeds is not None and self.config.bank.per_instance:
-            first: dict[int, int] = {}
-            slots = [first.setdefault(int(seed), i) for i, seed in enumerate(seeds)]
-        asked = sorted(set(slots))
-        jobs = [_Query(queries[i], task, None if seeds is None else int(seeds[i]), record, Future()) for i in asked]
+        first: dict[Any, int] = {}
+        shared = seeds is not None and self.config.bank.per_instance
+        slots = {i: first.setdefault((tasks[i], int(seeds[i])) if shared else i, i) for i in searched}
+        asked = sorted(set(slots.values()))
+        jobs = [
+            _Query(queries[i], tasks[i], None if seeds is None else int(seeds[i]), record, Future()) for i in asked
+        ]
         if self.background:
             with self._cv:
                 self._pending.extend(jobs)
@@ -245,15 +252,15 @@ class ExperienceManager:
             for start in range(0, len(jobs), size):
                 self._run_batch(jobs[start : start + size])
         found = {i: job.result.result() for i, job in zip(asked, jobs)}
-        self._count(manager_search_queries=len(queries), manager_search_seconds=time.perf_counter() - started)
-        return [found[slot] for slot in slots]
+        self._count(manager_search_queries=len(searched), manager_search_seconds=time.perf_counter() - started)
+        return [found[slots[i]] if i in slots else None for i in range(len(queries))]
 
     def search_later(
-        self, queries: Sequence[str], task: str, *, seeds: Sequence[int] | None = None, record: bool = True
+        self, queries: Sequence[str], tasks: Sequence[str], *, seeds: Sequence[int] | None = None, record: bool = True
     ) -> Future:
         """:meth:`search` as a future (here it is done before returning; the Ray client's runs meanwhile)."""
         result: Future = Future()
-        result.set_result(self.search(queries, task, seeds=seeds, record=record))
+        result.set_result(self.search(queries, tasks, seeds=seeds, record=record))
         return result
 
     def _warmed_up(self, task: str) -> bool:
@@ -541,7 +548,7 @@ class ExperienceManager:
         The extractor is shared with distillation, so an answer waits for the batch in progress.
         """
         started = time.perf_counter()
-        (entry,) = self.search([query], task)
+        (entry,) = self.search([query], [task])
         answer = None
         if entry is not None:
             with self._extractor():
@@ -755,23 +762,35 @@ class RayExperienceManager:
         self._handle = remote.remote(config, str(bank_path), device=device, background=True, checkpoint=checkpoint)
         ray.get(self._handle.ready.remote())
 
-    @property
-    def handle(self) -> Any:
-        """The Ray actor itself, for other Ray actors of the run to call (rollout workers ask search_and_ask)."""
-        return self._handle
+    def __getstate__(self) -> dict[str, Any]:
+        """Only the actor handle travels, so that the client works in other Ray processes of the run (the rollout
+        workers ask search_and_ask through it)."""
+        return {"_handle": self._handle}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        import ray
+
+        self._ray, self._handle = ray, state["_handle"]
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return self._ray.get(getattr(self._handle, name).remote(*args, **kwargs))
 
-    def search(self, queries: Sequence[str], task: str, *, seeds: Sequence[int] | None = None, record: bool = True) -> list[Entry | None]:
-        return self._call("search", list(queries), task, seeds=None if seeds is None else list(seeds), record=record)
+    def search(
+        self, queries: Sequence[str], tasks: Sequence[str], *, seeds: Sequence[int] | None = None, record: bool = True
+    ) -> list[Entry | None]:
+        return self._ray.get(self._search(queries, tasks, seeds, record))
 
     def search_later(
-        self, queries: Sequence[str], task: str, *, seeds: Sequence[int] | None = None, record: bool = True
+        self, queries: Sequence[str], tasks: Sequence[str], *, seeds: Sequence[int] | None = None, record: bool = True
     ) -> Future:
         """:meth:`search` running in the manager's process while the caller goes on."""
-        ref = self._handle.search.remote(list(queries), task, seeds=None if seeds is None else list(seeds), record=record)
-        return ref.future()
+        return self._search(queries, tasks, seeds, record).future()
+
+    def _search(self, queries: Sequence[str], tasks: Sequence[str], seeds: Sequence[int] | None, record: bool) -> Any:
+        if isinstance(queries, str) or isinstance(tasks, str):  # list("abc") would make three queries of one
+            raise TypeError("search takes a sequence of query texts and a sequence of their tasks, got a single str")
+        seeds = None if seeds is None else list(seeds)
+        return self._handle.search.remote(list(queries), list(tasks), seeds=seeds, record=record)
 
     def submit(self, episodes: Sequence[Episode]) -> int:
         return self._call("submit", list(episodes))
