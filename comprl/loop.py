@@ -178,7 +178,7 @@ class Learners:
 
 
 def train_step(learners: Learners, step: int) -> dict[str, float]:
-    """One training step, the paper's Algorithm 1 on the actor's side: roll out (the guided half shown entries the
+    """One training step on the actor's side of the paper's figure: roll out (the guided half shown entries the
     bank returns), credit the entries shown, hand episodes to the extractor, update the actor, mark the step
     boundary. Returns the step's metrics row."""
     config, layout, experience, actor = learners.config, learners.layout, learners.experience, learners.actor
