@@ -20,14 +20,17 @@ class ChatFormat:
 
     tokenizer: PreTrainedTokenizerBase
     between_turns: str
-    """Text after an assistant reply and before the next user message's content (e.g. ``<|im_end|>\\n<|im_start|>user\\n``)."""
+    """Text after an assistant reply and before the next user message's content (e.g.
+    ``<|im_end|>\\n<|im_start|>user\\n``)."""
     after_user: str
     """Text after a user message's content up to where the assistant starts writing."""
 
     @classmethod
     def from_tokenizer(cls, tokenizer: PreTrainedTokenizerBase) -> "ChatFormat":
         if not tokenizer.chat_template:
-            raise ValueError(f"tokenizer {tokenizer.name_or_path!r} has no chat template; use an instruction-tuned model")
+            raise ValueError(
+                f"tokenizer {tokenizer.name_or_path!r} has no chat template; use an instruction-tuned model"
+            )
         probe = tokenizer.apply_chat_template(
             [
                 {"role": "system", "content": "s"},

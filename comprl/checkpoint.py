@@ -264,9 +264,8 @@ def _paths(run_path: Path) -> tuple[Path, Path, Path]:
 
 
 def export_adapters(run_path: Path, trainer: Any) -> Path | None:
-    """Write a LoRA-trained actor's adapters as ``<run>/actor_adapters.safetensors`` in float16 (SmolLM2-135M at
-    rank 16: about 10 MB), small enough to keep beside the run's metrics; None for a full fine-tune, whose
-    weights only the checkpoint holds."""
+    """Write a LoRA-trained actor's adapters as ``<run>/actor_adapters.safetensors`` in float16, small enough to
+    keep beside the run's metrics; None for a full fine-tune, whose weights only the checkpoint holds."""
     if trainer is None or trainer.config.lora_rank == 0:
         return None
     from safetensors.torch import save_file

@@ -63,8 +63,8 @@ TRAINS_EXTRACTOR = {"baseline": False, "comp_rl": True, "static": False, "exp_on
 
 
 EXTRACTOR_STYLES: tuple[str, ...] = ("json", "lines", "note")
-"""Answer formats of the extractor (:mod:`comprl.experience.extractor.prompts`): the paper's JSON operation list, one compact
-line per operation, or one plain-text lesson per call (for models too small to follow either grammar)."""
+"""Answer formats of the extractor (:mod:`comprl.experience.extractor.prompts`): the paper's JSON operation list,
+one compact line per operation, or one plain-text lesson per call (for models too small to follow either grammar)."""
 
 
 def check_types(config: Any) -> None:
@@ -181,12 +181,11 @@ class OptimConfig:
     """Mixed precision of the trainer's forward passes: ``"bfloat16"`` runs them under
     ``torch.autocast(dtype=torch.bfloat16)``, so matrix products are bfloat16 whatever the weights' dtype (fp32
     LoRA adapters on a bfloat16 base, a model kept in float32), while log-softmax, importance ratios, the loss, the
-    fp32 masters and AdamW stay float32; None: each product in its weights' dtype (comprl's earlier behaviour).
-    Sampling is untouched (its adapters' dtype is ``generation_adapter_dtype``), so on-policy ratios move off 1
-    by bfloat16 rounding (SmolLM2-135M, fp32 LoRA: mean |delta log p| 0.02, max 0.12 per token; bfloat16 weights
-    alone: 0.035 and 0.22). Source: comprl's; the paper
-    is silent, and the official code trains in bf16 through Megatron (``dtype: bf16``, fp32 main weights in its
-    distributed optimiser), which the paper profile matches with bfloat16 weights, fp32 masters and this on."""
+    fp32 masters and AdamW stay float32; None: each product in its weights' dtype. Sampling is untouched (its
+    adapters' dtype is ``generation_adapter_dtype``), so on-policy ratios move off 1 by bfloat16 rounding.
+    Source: comprl's; the paper is silent, and the official code trains in bf16 through Megatron (``dtype: bf16``,
+    fp32 main weights in its distributed optimiser), which the paper profile matches with bfloat16 weights, fp32
+    masters and this on."""
     backend: str = "hf"
     """How the trained model gets its LoRA adapters (:data:`comprl.config.TRAINER_BACKENDS`): ``"hf"``
     (peft's ``get_peft_model``, transformers' gradient checkpointing) or ``"unsloth"``
@@ -197,11 +196,11 @@ class OptimConfig:
     """The dtype this model's LoRA adapters are computed in when it generates (rollouts, distillations; the
     ``hf`` engine): ``"model"``, the base weights' (bfloat16 on a bfloat16 model; the float32 masters are cast for
     the duration of each call and left untouched), as vLLM computes adapters and the official code samples;
-    ``"float32"``, peft's own, which casts every adapter's input to float32: on 1 core of a Xeon with AMX that
-    made SmolLM2-135M's prefill (16 x 200 tokens) 2.2x and a step's rollout (16 Room episodes) 1.2x slower.
-    Behaviour log-probs then differ from the trainer's recomputation by bfloat16 rounding, which the importance
-    ratio absorbs. No effect on a float32 model or without LoRA. Source: comprl's; runs recorded before this field
-    existed ran with ``"float32"`` and resume only with it."""
+    ``"float32"``, peft's own, which casts every adapter's input to float32 and so slows generation on a CPU that
+    multiplies bfloat16 in hardware. With ``"model"``, behaviour log-probs differ from the trainer's recomputation
+    by bfloat16 rounding, which the importance ratio absorbs. No effect on a float32 model or without LoRA.
+    Source: comprl's; a run config that lacks this field is read as ``"float32"``, the only value such a run
+    resumes with."""
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -232,7 +231,8 @@ class ActorConfig(OptimConfig):
     clip_eps: float = 0.2
     """PPO/GRPO clip range epsilon. Paper: 0.2."""
     scale_adv_by_std: bool = True
-    """Divide advantages by the std of their half-group (paper Eq. 5); False = subtract the mean only (official code)."""
+    """Divide advantages by the std of their half-group (paper Eq. 5); False = subtract the mean only (official
+    code)."""
     split_halves: bool = True
     """Normalise advantages within each half (experience-guided, experience-free) of a task instance's group
     separately (paper Eq. 5, official code). False = one group over both halves: the paper's ablation, with which
@@ -255,15 +255,13 @@ class ExtractorConfig(OptimConfig):
     updates them (method ``comp_rl``), with an AdamW of its own beside the actor's GRPO one; with LoRA both
     objectives train the actor's one adapter, and gradient checkpointing is as the actor's config sets it: this
     config's ``model``, ``lora_rank``, ``lora_alpha``, ``gradient_checkpointing``, ``autocast`` and ``backend`` are
-    then not used. Needs
-    ``experience.mode="sync"`` (weights cannot be shared with a manager in another process)."""
+    then not used. Needs ``experience.mode="sync"`` (weights cannot be shared with a manager in another process)."""
     share_base: bool = True
     """One copy of the frozen base weights serves actor and extractor wherever that cannot change a result
     (:attr:`ExperimentConfig.extractor_shares_base`): the same model as the actor (not ``tiny-random``, whose two
     copies are seeded apart) and the ``hf`` backend, the manager in this process (``experience.mode="sync"``),
-    and each model trained through LoRA adapters or not at all. Each keeps adapters of its own. Saves a model's
-    memory: 0.32 GB of a cpu comp_rl step's 2.4 GB peak (SmolLM2-135M in bfloat16). Source: comprl's; the paper's
-    extractor is another model."""
+    and each model trained through LoRA adapters or not at all. Each keeps adapters of its own. Saves one copy of
+    the model's weights. Source: comprl's; the paper's extractor is another model."""
     style: str = "json"
     """Answer format (:data:`EXTRACTOR_STYLES`): "json" (the paper's operation list), "lines" (one compact
     line per op) or "note" (one plain-text lesson per call, for models too small to follow either grammar)."""
@@ -285,13 +283,13 @@ class ExtractorConfig(OptimConfig):
     buffer_capacity: int = 64
     """Rewarded samples that may wait at most; a sample that earns a reward while the buffer is full pushes out the
     oldest waiting one, untrained (FIFO). Official config: 64 unique outputs (keyed by extraction request); 0 = no
-    limit (comprl's earlier behaviour). 0 or at least ``buffer_size``."""
+    limit. 0 or at least ``buffer_size``."""
     reuse_samples: bool = True
     """True (official code): a trained output leaves the buffer but stays linked to the entries it wrote, so
     outcomes those entries earn later bring it back as a new sample (rewarded by the new outcomes only), trained
     again with its advantage times (1 + times_trained) ** -``reuse_weight_power``, and times 0 in the
-    ``cooldown`` updates after one that trained it. False (comprl's earlier behaviour): each output is trained
-    at most once, then forgotten, and every weight is 1."""
+    ``cooldown`` updates after one that trained it. False: each output is trained at most once, then forgotten,
+    and every weight is 1."""
     reuse_weight_power: float = 0.5
     """p in the reuse weight (1 + times_trained) ** -p (official code: 0.5; 0 = no decay). The official pipeline
     as shipped never records a training, so its weights stay 1 (p = 0, ``cooldown`` = 0 reproduce that)."""
@@ -302,7 +300,7 @@ class ExtractorConfig(OptimConfig):
     extractor update per step, which would only forbid a second training within one step; comprl counts the
     extractor's own updates (its schedule is its own), so 1 skips the next update. 0 = no cooldown."""
     credit_parents: bool = True
-    """True (comprl's fix): an outcome of an entry that an update/merge wrote also reaches the writers of the
+    """True (comprl's): an outcome of an entry that an update/merge wrote also reaches the writers of the
     entries it replaced, through any chain of merges, each writer once per outcome; without it, frequent merges
     leave the outputs that wrote the merged entries without reward. False (official code): only the writer of
     the entry shown is credited."""
@@ -347,7 +345,8 @@ class BankConfig:
     """The experience bank and how the actor queries it."""
 
     embedder: str = "all-minilm-l6-v2"
-    """Sentence embedder: the offline MiniLM wheel, or a sentence-transformers id/path (paper: Qwen3-Embedding-0.6B)."""
+    """Sentence embedder: the offline MiniLM wheel, or a sentence-transformers id/path (paper:
+    Qwen3-Embedding-0.6B)."""
     capacity: int = 20_000
     """Live entries kept; the oldest are evicted first beyond this (official code: 20,000)."""
     candidates: int = 16
@@ -358,7 +357,7 @@ class BankConfig:
     """``"official"`` (official code): score = -rank position - lambda*log1p(retrievals) - 1[retrieved within the
     last ``recent_seconds``], and a recently retrieved top-1 moves to the end with probability ``dropout``; the
     manager counts retrievals in memory, starting from an entry's stored use count when it first sees it.
-    ``"batch"`` (comprl <= 0.1): score = cosine similarity - lambda*log1p(uses) - 1[already shown to an earlier
+    ``"batch"`` (comprl's): score = cosine similarity - lambda*log1p(uses) - 1[already shown to an earlier
     query of the same batch]. Evaluation searches (``record=False``) use neither recency nor dropout, so what an
     evaluation episode sees does not depend on how evaluation episodes are chunked or timed."""
     recent_seconds: float = 300.0
@@ -373,10 +372,9 @@ class BankConfig:
     memorising answers to the exact instance; off in the paper and the official code)."""
     index: str = "memory"
     """The manager's search path: ``"memory"``, an exact in-memory index (numpy inner products, one block per
-    task) kept in step with the DuckDB file (``benchmarks/bank_search.py``, 20k entries, 2 cores: 1,024 queries
-    x 16 candidates in 0.1 s, 0.6x FAISS flat, 33x HNSW, 70x exact SQL); ``"hnsw"``, DuckDB's vss HNSW index
-    (approximate: 88% top-1 agreement there); ``"exact"``, brute-force SQL. DuckDB stays the store of record
-    either way."""
+    task) kept in step with the DuckDB file, the fastest; ``"hnsw"``, DuckDB's vss HNSW index (approximate: its
+    top-1 may differ from the exact one); ``"exact"``, brute-force SQL. DuckDB stays the store of record either
+    way."""
     use_vss: bool = True
     """Build DuckDB's vss HNSW index in the bank file (for SQL users and ``index="hnsw"``)."""
     init_from: str | None = None
@@ -404,7 +402,7 @@ FENCES: tuple[str, ...] = ("none", "suspend", "flush")
 
 @dataclass(frozen=True)
 class ExperienceConfig:
-    """The experience manager: the paper's background track (PAPER.md, "Experience manager")."""
+    """The experience manager: the paper's background track ("Experience manager")."""
 
     mode: str = "sync"
     """``"sync"``: in this process, each call done before it returns (the reference behaviour; distillation and
@@ -447,7 +445,7 @@ class ExperienceConfig:
     warmup_wait_s: float = 0.0
     """How long a search below the warm-up size waits for distillation in flight (async) to fill the bank. 0 (the
     default) never makes the actor wait: the guided half plays without experience until the bank is warm, which
-    keeps the background track off the rollout's path (the issue's "guided half waits" is this set > 0)."""
+    keeps the background track off the rollout's path; > 0 makes the guided half wait for a warm bank."""
     prefetch: bool = True
     """Async: a step's searches are sent when the previous step's rollout starts (its task instances, hence its
     queries, are known from the seed), so no search sits on the rollout's path; their entries come from the bank
@@ -469,7 +467,9 @@ class ExperienceConfig:
     def __post_init__(self) -> None:
         check_types(self)
         if self.mode not in MODES:
-            raise ValueError(f"experience mode={self.mode!r}; accepted: {', '.join(MODES)} (the baseline method runs none)")
+            raise ValueError(
+                f"experience mode={self.mode!r}; accepted: {', '.join(MODES)} (the baseline method runs none)"
+            )
         if self.fence not in FENCES:
             raise ValueError(f"experience fence={self.fence!r}; accepted: {', '.join(FENCES)}")
         if self.on_full not in ("drop_oldest", "block"):
@@ -524,8 +524,8 @@ class ExperimentConfig:
     """Seed for model init (tiny-random), sampling and the training task instances."""
     checkpoint_every: int = 5
     """Write the run's checkpoint (``comprl.checkpoint``) every this many steps, and after the last; 0 = only
-    after the last. A killed run continues from it with ``resume`` (comprl's; the paper is silent). Each holds the trainable
-    weights and optimiser states of both models: for a full fine-tune, three fp32 copies of each. With
+    after the last. A killed run continues from it with ``resume`` (comprl's; the paper is silent). Each holds the
+    trainable weights and optimiser states of both models: for a full fine-tune, three fp32 copies of each. With
     ``experience.mode="async"`` each checkpoint also waits for the extractor's unit of work in progress (README,
     "Stopping, resuming")."""
     device: str = "auto"
@@ -533,8 +533,8 @@ class ExperimentConfig:
     dtype: str = "float32"
     """Parameter dtype: ``float32``, ``bfloat16``, ``float16``, or ``auto``: bfloat16 on CUDA and on CPUs that
     multiply bfloat16 in hardware (Intel AMX / AVX512-BF16), float32 elsewhere (:func:`comprl.llm.resolve_dtype`;
-    a run's log names the dtype it used). In low precision the trainers keep fp32 master copies of
-    the weights they fully fine-tune (:class:`~comprl.policy_gradient.PolicyGradientTrainer`); LoRA adapters stay fp32."""
+    a run's log names the dtype it used). In low precision the trainers keep fp32 master copies of the weights
+    they fully fine-tune (:class:`~comprl.policy_gradient.PolicyGradientTrainer`); LoRA adapters stay fp32."""
     requires_gpu: bool = False
     """Refuse to run without CUDA (the ``paper`` profile)."""
     rollout_workers: int = 0
@@ -568,7 +568,9 @@ class ExperimentConfig:
             raise ValueError(f"tasks={self.tasks!r} names an env id twice")
         stray = sorted((set(self.task_batch) | set(self.task_turns)) - set(self.task_ids))
         if stray:
-            raise ValueError(f"task_batch / task_turns name env ids that are not trained on: {stray}; tasks: {self.task_ids}")
+            raise ValueError(
+                f"task_batch / task_turns name env ids that are not trained on: {stray}; tasks: {self.task_ids}"
+            )
         for env_id in self.env_options:
             if env_id not in ENV_IDS:
                 raise ValueError(f"env_options: unknown env id {env_id!r}; accepted: {', '.join(ENV_IDS)}")
@@ -594,7 +596,8 @@ class ExperimentConfig:
                 f"rollout_workers={self.rollout_workers!r}, rollout_worker_cpus={self.rollout_worker_cpus!r}: "
                 "accepted rollout_workers >= 0 (0: roll out in this process) and rollout_worker_cpus >= 1"
             )
-        if self.rollout_workers and self.uses_experience and self.experience.search_and_ask and self.experience.mode != "async":
+        asks_mid_episode = self.uses_experience and self.experience.search_and_ask
+        if self.rollout_workers and asks_mid_episode and self.experience.mode != "async":
             raise ValueError(
                 "rollout_workers with experience.search_and_ask needs experience.mode='async': the workers ask the "
                 "manager's Ray actor mid-episode, and a sync manager lives in the driver's process"
@@ -624,16 +627,18 @@ class ExperimentConfig:
     def from_dict(cls, data: dict[str, Any]) -> "ExperimentConfig":
         data = dict(data)
         data["tasks"] = tuple(data.get("tasks", ()))
-        data["rollout"] = RolloutConfig(**{**data.get("rollout", {}), "stop": tuple(data.get("rollout", {}).get("stop", ("</answer>",)))})
-        # runs recorded before rollout.temperature became the actor's one temperature also wrote actor.temperature;
-        # runs recorded before generation_adapter_dtype existed generated through peft's float32 adapters
+        rollout = data.get("rollout", {})
+        data["rollout"] = RolloutConfig(**{**rollout, "stop": tuple(rollout.get("stop", ("</answer>",)))})
+        # older run configs carry actor.temperature (read from rollout.temperature instead) and lack
+        # generation_adapter_dtype, which they generated with as "float32"
         legacy = {"generation_adapter_dtype": "float32"}
         actor = {k: v for k, v in data.get("actor", {}).items() if k != "temperature"}
         data["actor"] = ActorConfig(**{**legacy, **actor})
         data["extractor"] = ExtractorConfig(**{**legacy, **data.get("extractor", {})})
         data["bank"] = BankConfig(**data.get("bank", {}))
         experience = data.get("experience", {})
-        data["experience"] = ExperienceConfig(**{**experience, "manager_cores": tuple(experience.get("manager_cores", ()))})
+        manager_cores = tuple(experience.get("manager_cores", ()))
+        data["experience"] = ExperienceConfig(**{**experience, "manager_cores": manager_cores})
         return cls(**data)
 
     @property
@@ -695,8 +700,8 @@ PROFILES: dict[str, ExperimentConfig] = {
         # a warm-up of one entry (official: 5), so that a 2-step run shows its guided half an entry
         experience=ExperienceConfig(warmup=1),
     ),
-    # SmolLM2-135M-Instruct from the offline wheel, tuned until it learns on a 2-core laptop (scripts/cpu_tuning.py
-    # holds every attempt): the lit Room (stairs in view from the first turn) in MiniHack's brief view, whose
+    # SmolLM2-135M-Instruct from the offline wheel, set up to learn on a 2-core laptop: the lit Room (stairs in
+    # view from the first turn) in MiniHack's brief view, whose
     # observation says where the stairs are without the full view's lines of walls and dark area in every
     # direction; 4 instances x 4 rollouts of 6 turns for 48 steps; 32 held-out episodes. LoRA with a larger
     # learning rate than the paper's full fine-tune of a 7B model. `make demo` runs 4 of the 48 steps.
@@ -712,22 +717,20 @@ PROFILES: dict[str, ExperimentConfig] = {
         eval_temperature=0.7,
         checkpoint_every=1,
         device="cpu",
-        # bfloat16 where the CPU multiplies it in hardware (AMX / AVX512-BF16), float32 elsewhere. On 2 cores of a
-        # Xeon with AMX: 3.6x the float32 forward throughput of SmolLM2-135M, a step 1.29x and a full update 1.34x
-        # faster, the update's memory growth 1.2 GB instead of 2.3 GB (benchmarks/cpu_step.py, side by side).
+        # bfloat16 where the CPU multiplies it in hardware (AMX / AVX512-BF16), for faster steps and a smaller
+        # update; float32 elsewhere
         dtype="auto",
-        # Free text, SmolLM2-135M's valid replies are 94% "north": constrained choice samples among the admissible
-        # actions, and temperature 2.0 spreads a group's rollouts over the moves (zero-shot, T2.0: north 43%), so
-        # that those toward the stairs win within their group. Evaluation samples at 0.7.
-        rollout=RolloutConfig(max_new_tokens=12, temperature=2.0, response_prefix="<answer>", constrained_actions=True),
-        # Gradient checkpointing and one sequence per micro-batch. In float32 an update of 8 full-view episodes (~980
-        # tokens each) grows the process by 2.2 GB this way, 3.3 GB with micro-batches of 2 and 6.8 GB without
-        # checkpointing; in bfloat16 by 1.2 GB, and 1.7 GB without checkpointing, whose update is then 1.45x faster
-        # (17 s instead of 25 s): the memory target decided. benchmarks/cpu_step.py measures them side by side.
-        # lr 2e-4: at 5e-4 the policy collapsed onto one move within 24 steps (cpu_tuning's lit_i4g4_t6_T1_lr5e-4_c).
+        # In free text SmolLM2-135M's valid replies are mostly "north": constrained choice samples among the
+        # admissible actions, and temperature 2.0 spreads a group's rollouts over the moves, so that those toward
+        # the stairs win within their group. Evaluation samples at 0.7.
+        rollout=RolloutConfig(
+            max_new_tokens=12, temperature=2.0, response_prefix="<answer>", constrained_actions=True
+        ),
+        # Gradient checkpointing and one sequence per micro-batch keep the update's memory small, which matters
+        # more on a laptop than the slower update. lr 2e-4: a larger one collapses the policy onto one move.
         actor=ActorConfig(learning_rate=2e-4, lora_rank=16, micro_batch_size=1, gradient_checkpointing=True),
-        # The same 135M model as extractor. It follows neither operation grammar (0 of 24 valid json/lines
-        # answers in our test), so it writes one plain-text lesson per call ("note" style); empty ones earn -1.
+        # The same 135M model as extractor. It follows neither operation grammar, so it writes one plain-text
+        # lesson per call ("note" style); empty ones earn -1.
         # A small buffer so it trains within a short run; half the trajectories distilled per step.
         extractor=ExtractorConfig(
             model="smollm2-135m", style="note", max_new_tokens=48, temperature=0.7, learning_rate=1e-4,
@@ -775,8 +778,8 @@ NESTED = ("rollout", "actor", "extractor", "bank", "experience")
 """Fields of :class:`ExperimentConfig` that are configs themselves (overridden as ``"actor.learning_rate"``)."""
 
 MOVED = {"actor.temperature": "rollout.temperature"}
-"""Fields that are gone, and the field that now holds what they set (the actor scores its rollouts at the
-temperature they were sampled at)."""
+"""Retired field names, and the field that holds what they set (the actor scores its rollouts at the temperature
+they were sampled at)."""
 
 
 def make_config(profile: str = "smoke", **overrides: Any) -> ExperimentConfig:
@@ -797,7 +800,9 @@ def make_config(profile: str = "smoke", **overrides: Any) -> ExperimentConfig:
             raise ValueError(f"{key!r} was merged into {MOVED[key]!r}; set that one instead")
         head, _, sub = key.partition(".")
         if head not in fields or (sub and head not in NESTED):
-            raise ValueError(f"unknown config field {key!r}; accepted: {', '.join(fields)} (nested as {'.X / '.join(NESTED)}.X)")
+            raise ValueError(
+                f"unknown config field {key!r}; accepted: {', '.join(fields)} (nested as {'.X / '.join(NESTED)}.X)"
+            )
         if sub:
             nested.setdefault(head, {})[sub] = value
         elif key == "tasks" and isinstance(value, str):
@@ -812,7 +817,8 @@ def make_config(profile: str = "smoke", **overrides: Any) -> ExperimentConfig:
         unknown = set(values) - names
         if unknown:
             raise ValueError(f"unknown field(s) {sorted(unknown)} of {head}; accepted: {', '.join(sorted(names))}")
-        top[head] = dataclasses.replace(part, **{name: _as_declared(type(part), name, v) for name, v in values.items()})
+        declared = {name: _as_declared(type(part), name, v) for name, v in values.items()}
+        top[head] = dataclasses.replace(part, **declared)
     return dataclasses.replace(config, **top)
 
 

@@ -39,7 +39,7 @@ def show_logs(stream: TextIO | None = None, level: int = logging.INFO) -> loggin
 
 
 def quiet_libraries() -> None:
-    """Turn off the progress bars transformers shows while loading weights (a second here), in this process."""
+    """Turn off the progress bars transformers shows while loading weights, in this process."""
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()

@@ -86,7 +86,9 @@ def _set_up(model: PreTrainedModel, config: OptimConfig) -> PreTrainedModel:
         if config.lora_rank > 0:
             from peft import LoraConfig, get_peft_model
 
-            lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, target_modules="all-linear", lora_dropout=0.0)
+            lora = LoraConfig(
+                r=config.lora_rank, lora_alpha=config.lora_alpha, target_modules="all-linear", lora_dropout=0.0
+            )
             with warnings.catch_warnings():  # peft reads an attribute transformers has deprecated
                 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
                 model = get_peft_model(model, lora)
@@ -138,7 +140,7 @@ class PolicyGradientTrainer:
 
     Trainable weights in low precision (bfloat16/float16 full fine-tuning) get fp32 master copies, which AdamW
     steps; the model's weights are the masters rounded after every step. Stepped in place, a bfloat16 weight
-    loses AdamW's small steps to rounding (at the paper's lr 1e-6, 10 steps changed 2% of the weights).
+    would lose most of AdamW's small steps (at the paper's lr 1e-6) to rounding.
 
     ``config.autocast="bfloat16"``: the trainer's forward passes run under bfloat16 autocast, so fp32 weights (LoRA
     adapters, a float32 model) compute in bfloat16, while log-softmax, ratios, the loss, the gradients AdamW
@@ -200,7 +202,9 @@ class PolicyGradientTrainer:
         names = [name for name, p in self.model.named_parameters() if p.requires_grad]
         if sorted(names) != sorted(weights):
             missing, extra = sorted(set(names) - set(weights)), sorted(set(weights) - set(names))
-            raise ValueError(f"weights do not fit this model's trainable weights: missing {missing[:3]}, unexpected {extra[:3]}")
+            raise ValueError(
+                f"weights do not fit this model's trainable weights: missing {missing[:3]}, unexpected {extra[:3]}"
+            )
         params = [p for p in self.model.parameters() if p.requires_grad]
         with torch.no_grad():
             for name, param, master in zip(names, params, self._masters):
@@ -235,7 +239,9 @@ class PolicyGradientTrainer:
         """The loss of a batch under the current weights (no update)."""
         return self._accumulate(sequences, advantages, backward=False)["loss"]
 
-    def _accumulate(self, sequences: Sequence[PackedSequence], advantages: torch.Tensor, backward: bool) -> dict[str, float]:
+    def _accumulate(
+        self, sequences: Sequence[PackedSequence], advantages: torch.Tensor, backward: bool
+    ) -> dict[str, float]:
         """Loss over the batch, micro-batch by micro-batch, weighted so the total equals the batch aggregate.
 
         Sequences with zero advantage contribute nothing to the objective or its gradient, so they are skipped
@@ -258,7 +264,9 @@ class PolicyGradientTrainer:
                     self.model, batch["input_ids"], batch["attention_mask"], batch["action_mask"], temperatures,
                     choices=[sequences[i].choices for i in rows], autocast=self.autocast,
                 )
-                loss, stats = self.loss_fn(logprobs, batch["old_logprobs"], advantages[rows].to(device), batch["action_mask"])
+                loss, stats = self.loss_fn(
+                    logprobs, batch["old_logprobs"], advantages[rows].to(device), batch["action_mask"]
+                )
                 tokens = int(batch["action_mask"].sum())
                 weight = (tokens if token_mean else len(rows)) / max(denominator, 1)
                 if backward:

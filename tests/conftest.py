@@ -53,7 +53,8 @@ class RewardByReplyLength(gym.Wrapper):
 
 
 def make_rewarding_even_replies(env_id: str, **kwargs) -> RewardByReplyLength:
-    """``comprl.envs.make`` with :class:`RewardByReplyLength` around the env (patched over ``comprl.envs.mixture.make``, which builds the loop's envs)."""
+    """``comprl.envs.make`` with :class:`RewardByReplyLength` around the env (patched over
+    ``comprl.envs.mixture.make``, which builds the loop's envs)."""
     return RewardByReplyLength(make(env_id, **kwargs))
 
 

@@ -76,7 +76,7 @@ LIST_SHA256 = {
     "train": "0e2d7e466721c46da91ef878522248619efa69655ce926f195321856fd3a26dd",
     "eval": "05b9b5dbe9b9c9f5da39331c9b2ede007100e3b0fef0ea03900f8d0bc07fd4c5",
 }
-"""The official lists as shipped in pUmpKin-Co/ComplementaryRL at ab2574f (data/README.md)."""
+"""The official lists as shipped in the paper's repository (data/README.md names the commit)."""
 OFFICIAL_TASK_COUNTS = {
     "train": {"pick_and_place_simple": 322, "pick_two_obj_and_place": 354, "pick_clean_then_place": 269,
               "pick_cool_then_place": 212, "pick_heat_then_place": 186, "look_at_obj_in_light": 123},
@@ -190,8 +190,12 @@ def test_every_scene_is_solvable_and_its_floorplan_is_shared(split: str) -> None
 
 def test_seeds_map_to_train_and_eval_scenes_deterministically() -> None:
     env = AlfWorldTextEnv()
-    for seed, expected in ((5, scene("train", 5)), (TRAIN_SIZE + 5, scene("train", 5)),
-                           (EVAL_SEED_OFFSET + 7, scene("eval", 7)), (EVAL_SEED_OFFSET + EVAL_SIZE + 7, scene("eval", 7))):
+    for seed, expected in (
+        (5, scene("train", 5)),
+        (TRAIN_SIZE + 5, scene("train", 5)),
+        (EVAL_SEED_OFFSET + 7, scene("eval", 7)),
+        (EVAL_SEED_OFFSET + EVAL_SIZE + 7, scene("eval", 7)),
+    ):
         env.reset(seed=seed)
         assert env.scene == expected
     first = AlfWorldTextEnv().reset(seed=42)
@@ -266,7 +270,9 @@ def test_every_command_feedback_on_a_hand_built_scene() -> None:
     assert env.step("help")[0].startswith("Available commands:")
     obs, reward, terminated, _, info = env.step("clean mug 1 with sinkbasin 1")
     assert (obs, reward, terminated) == ("You clean the mug 1 using the sinkbasin 1.", 0.0, False)
-    assert play(env, "go to coffeemachine 1") == ["You arrive at coffeemachine 1. On the coffeemachine 1, you see nothing."]
+    assert play(env, "go to coffeemachine 1") == [
+        "You arrive at coffeemachine 1. On the coffeemachine 1, you see nothing."
+    ]
     obs, reward, terminated, truncated, info = env.step("move mug 1 to coffeemachine 1")
     assert (obs, reward, terminated, truncated) == ("You move the mug 1 to the coffeemachine 1.", 1.0, True, False)
     assert info["success"] and info["won"] and not info["invalid_action"]

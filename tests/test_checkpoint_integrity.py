@@ -89,12 +89,16 @@ def test_a_checkpoint_is_committed_with_a_manifest_of_every_file(run_copy):
 @pytest.mark.parametrize(
     ("name", "damage", "problem"),
     [
-        pytest.param("experience/manager.pt", lambda p: flip(p, 64), "differs from the manifest's sha256", id="manager"),
+        pytest.param(
+            "experience/manager.pt", lambda p: flip(p, 64), "differs from the manifest's sha256", id="manager"
+        ),
         pytest.param("state.pt", lambda p: flip(p, 16), "differs from the manifest's sha256", id="state-16"),
         pytest.param("state.pt", lambda p: flip(p, 4096), "differs from the manifest's sha256", id="state-4096"),
         pytest.param("step", lambda p: p.write_text("2"), "differs from the manifest's sha256", id="step"),
         pytest.param(
-            "experience/queue.jsonl", lambda p: p.write_text('{"task": "x"}\n'), "has 14 bytes, the manifest says 0",
+            "experience/queue.jsonl",
+            lambda p: p.write_text('{"task": "x"}\n'),
+            "has 14 bytes, the manifest says 0",
             id="queue",
         ),
         pytest.param("experience/manager.pt", lambda p: p.unlink(), "is missing", id="missing-file"),
@@ -171,7 +175,7 @@ def disk_full_at_step_2(tmp_path, fill) -> Run:
 
 
 def test_a_save_cut_short_by_a_file_size_limit_keeps_the_previous_checkpoint(tmp_path):
-    # state.pt (~38 MB) stops at 20 MB: torch's writer reports "unexpected pos", a short write
+    # state.pt stops at 20 MB, short of its size: torch's writer reports "unexpected pos", a short write
     def fill(root):
         previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         limits = resource.getrlimit(resource.RLIMIT_FSIZE)
@@ -194,7 +198,7 @@ def test_a_full_disk_during_a_save_keeps_the_previous_checkpoint(tmp_path):
     if os.geteuid() != 0 or not shutil.which("mount") or subprocess.run(mount, capture_output=True).returncode:
         pytest.skip("mounting a tmpfs needs root")
     try:
-        def fill(root):  # the disk is full 8 MB from now: step 2's checkpoint (~53 MB) does not fit
+        def fill(root):  # the disk is full 8 MB from now, far less than step 2's checkpoint needs
             used = int(subprocess.run(["du", "-sb", str(root)], capture_output=True, text=True).stdout.split()[0])
             subprocess.run(["mount", "-o", f"remount,size={used + (8 << 20)}", str(root)], check=True)
             return lambda: subprocess.run(["mount", "-o", "remount,size=512m", str(root)], check=True)

@@ -72,10 +72,14 @@ def test_a_random_model_constrained_to_admissible_replies_never_plays_an_invalid
     assert {r[len(ANSWER_OPEN) : -len(ANSWER_CLOSE)] for r in replies} <= set(words)
     assert len(set(replies)) > 2  # a random model spreads over the actions
     for t in trajectories:  # every reply token is recorded with the set it was drawn from, and is in it
-        assert t.choices and all(t.action_mask[p] == 1 and t.token_ids[p] in allowed for p, allowed in t.choices.items())
+        assert t.choices and all(
+            t.action_mask[p] == 1 and t.token_ids[p] in allowed for p, allowed in t.choices.items()
+        )
 
 
-def test_constrained_log_probs_are_renormalised_and_the_trainer_recomputes_them(fresh, assert_logprobs_match_fresh_pass):
+def test_constrained_log_probs_are_renormalised_and_the_trainer_recomputes_them(
+    fresh, assert_logprobs_match_fresh_pass
+):
     model, tokenizer, engine = fresh
     trajectories = _constrained(engine)
     assert_logprobs_match_fresh_pass(model, tokenizer.pad_token_id, trajectories, 1.0)
@@ -112,7 +116,8 @@ def test_a_placeholder_is_the_models_free_text_closed_into_a_valid_action(fresh)
     for trajectory in trajectories:
         reply = trajectory.messages[2]["content"]
         assert reply.startswith(f"{ANSWER_OPEN}search[") and reply.endswith(f"]{ANSWER_CLOSE}"), reply
-        assert trajectory.invalid_actions == 0 and "Total results" in trajectory.messages[3]["content"]  # a search, not an invalid action
+        # a search, not an invalid action
+        assert trajectory.invalid_actions == 0 and "Total results" in trajectory.messages[3]["content"]
         free = [p for p, m in enumerate(trajectory.action_mask) if m == 1 and p not in trajectory.choices]
         assert free  # the query itself is the model's free text
         assert trajectory.turns == 2 and 0 < trajectory.num_action_tokens <= 2 * 15  # a click on an item may pass 12

@@ -21,7 +21,9 @@ def _prompts(tokenizer):
     return [fmt.start("You play a game.", t) for t in texts]
 
 
-def test_behaviour_logprobs_equal_fresh_forward_pass_with_left_padding(tiny, tiny_engine, assert_logprobs_match_fresh_pass):
+def test_behaviour_logprobs_equal_fresh_forward_pass_with_left_padding(
+    tiny, tiny_engine, assert_logprobs_match_fresh_pass
+):
     model, tokenizer = tiny
     prompts = _prompts(tokenizer)
     assert len({len(p) for p in prompts}) == 3  # different lengths: left padding is exercised
@@ -69,7 +71,7 @@ def test_lora_adapters_generate_in_the_models_dtype_and_their_float32_masters_st
         replies[dtype] = HFEngine(model, tokenizer, adapter_dtype=dtype).generate(prompts, params)
         assert set(seen) == {torch.bfloat16 if dtype == "model" else torch.float32}
     hook.remove()
-    for name, p in adapters.items():  # the trainer's parameters: same objects, float32, values as before
+    for name, p in adapters.items():  # the trainer's parameters: same objects, float32, values untouched
         assert p is dict(model.named_parameters())[name] and p.requires_grad and p.dtype == torch.float32
         assert torch.equal(p, masters[name])
     # the same policy up to bfloat16 rounding: rescored through peft's float32 path, the log-probs agree closely
@@ -231,7 +233,9 @@ needs_gemma = pytest.mark.skipif(
 @needs_gemma
 def test_gemma3_from_the_offline_chunk_packages_generates_text_in_its_chat_format():
     model, tokenizer = load_model("gemma3-270m")
-    assert model.config.model_type == "gemma3_text" and model.config.num_hidden_layers == 18 and len(tokenizer) == 262144
+    assert (
+        model.config.model_type == "gemma3_text" and model.config.num_hidden_layers == 18 and len(tokenizer) == 262144
+    )
     assert tokenizer.convert_tokens_to_ids(["<start_of_turn>", "<end_of_turn>"]) == [105, 106]
     assert tokenizer.eos_token == "<end_of_turn>" and tokenizer.pad_token == "<pad>"  # a reply ends with its turn
     fmt = ChatFormat.from_tokenizer(tokenizer)
@@ -274,7 +278,9 @@ def test_freed_heap_pages_go_back_to_the_system_unless_trimming_is_off(monkeypat
     import subprocess
 
     def freed_mib(mode: str) -> float:
-        out = subprocess.run([sys.executable, "-c", _FREED_AFTER_FRAGMENTING, mode], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", _FREED_AFTER_FRAGMENTING, mode], capture_output=True, text=True, check=True
+        )
         return float(out.stdout)
 
     assert freed_mib("keep") < 50  # glibc keeps the freed 1 MiB blocks in its heap

@@ -24,7 +24,11 @@ def test_presets_produce_the_papers_task_mix():
     assert three.size == 384  # paper: total batch 384 = 128 per task
     assert Counter(i.env_id for i in three.instances(seed=0, step=1)) == {e: 128 for e in three.env_ids}
     six = preset("6-task", per_task=4)
-    assert set(six.env_ids) == set(three.env_ids) | {"comprl/MazeWalk-9x9-v0", "comprl/KeyRoom-Dark-S5-v0", "comprl/Sokoban-6x6-2box-v0"}
+    assert set(six.env_ids) == set(three.env_ids) | {
+        "comprl/MazeWalk-9x9-v0",
+        "comprl/KeyRoom-Dark-S5-v0",
+        "comprl/Sokoban-6x6-2box-v0",
+    }
     assert "comprl/River-Narrow-v0" not in six.env_ids and set(MIXTURES["6-task"]) <= set(ENV_IDS)
 
 
@@ -41,7 +45,10 @@ def test_every_instance_of_a_mixture_resets_its_env():
         assert obs and info["instruction"]
 
 
-@pytest.mark.parametrize("batch, match", [({}, "at least one"), ({"comprl/Nope-v0": 1}, "unknown env id"), ({"comprl/ALFWorld-v0": 0}, "integer >= 1")])
+@pytest.mark.parametrize(
+    "batch, match",
+    [({}, "at least one"), ({"comprl/Nope-v0": 1}, "unknown env id"), ({"comprl/ALFWorld-v0": 0}, "integer >= 1")],
+)
 def test_bad_mixtures_are_rejected_with_the_bad_value(batch, match):
     with pytest.raises(ValueError, match=match):
         TaskMixture(batch)
@@ -60,7 +67,11 @@ def test_a_single_task_run_is_the_mixture_of_its_one_task():
 def test_multi_task_configs_take_presets_and_per_task_sizes_and_reject_strays():
     config = make_config("smoke", tasks="3-task", task_batch={WEBSHOP: 2}, task_turns={ALFWORLD: 7})
     mixture = config.mixture()
-    assert mixture.batch == {ROOM: 1, WEBSHOP: 2, ALFWORLD: 1} and mixture.turns(ALFWORLD) == 7 and mixture.turns(ROOM) == 3
+    assert (
+        mixture.batch == {ROOM: 1, WEBSHOP: 2, ALFWORLD: 1}
+        and mixture.turns(ALFWORLD) == 7
+        and mixture.turns(ROOM) == 3
+    )
     assert config.task == "room+webshop+alfworld"
     assert [env.unwrapped.max_turns for env in mixture.make_envs(ALFWORLD, 1)] == [7]
     with pytest.raises(ValueError, match="not trained on"):
@@ -72,7 +83,9 @@ def test_multi_task_configs_take_presets_and_per_task_sizes_and_reject_strays():
 
 
 def test_each_guided_query_is_answered_from_its_own_tasks_entries(tmp_path):
-    manager = ExperienceManager(make_config("smoke", method="comp_rl", **{"experience.warmup": 0}), tmp_path / "bank.duckdb")
+    manager = ExperienceManager(
+        make_config("smoke", method="comp_rl", **{"experience.warmup": 0}), tmp_path / "bank.duckdb"
+    )
     try:
         for task in (ROOM, WEBSHOP, ALFWORLD):
             manager.bank.apply([Write("add", entry=NewEntry(f"{task} lesson", "a lesson"))], step=0, task=task)

@@ -178,7 +178,9 @@ def test_lora_model_with_cache_and_sync_after_a_weight_update():
         for param in model.parameters():
             if param.ndim == 2:
                 param.mul_(6.0)
-    model = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", lora_dropout=0.0))
+    model = peft.get_peft_model(
+        model, peft.LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", lora_dropout=0.0)
+    )
     with torch.no_grad():  # LoRA B starts at zero: make the adapter matter
         for name, param in model.named_parameters():
             if "lora_B" in name:

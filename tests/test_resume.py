@@ -34,7 +34,9 @@ def deterministic(run: Run) -> pd.DataFrame:
 
 
 def smoke(**overrides):
-    return make_config("smoke", **{"method": "comp_rl", "steps": 4, "batch_instances": 2, "eval_episodes": 2, **overrides})
+    return make_config(
+        "smoke", **{"method": "comp_rl", "steps": 4, "batch_instances": 2, "eval_episodes": 2, **overrides}
+    )
 
 
 def _killed_at(config_dict: dict, root: str, step: int, when: str) -> None:
@@ -61,7 +63,9 @@ def _killed_at(config_dict: dict, root: str, step: int, when: str) -> None:
 
 
 def run_killed(config, root, step: int, when: str = "row") -> int:
-    process = multiprocessing.get_context("spawn").Process(target=_killed_at, args=(config.to_dict(), str(root), step, when))
+    process = multiprocessing.get_context("spawn").Process(
+        target=_killed_at, args=(config.to_dict(), str(root), step, when)
+    )
     process.start()
     process.join(timeout=600)
     return process.exitcode
@@ -106,7 +110,9 @@ def test_a_finished_run_is_not_run_again_and_a_changed_config_is_refused(tmp_pat
     again = run_experiment(config, tmp_path, name="run", progress=False, resume=True)
     pd.testing.assert_frame_equal(again.metrics(), rows)
     with pytest.raises(ValueError, match=r"another config \(actor.learning_rate: 0.0001 -> 0.001"):
-        run_experiment(smoke(steps=1, eval_episodes=0, **{"actor.learning_rate": 1e-3}), tmp_path, name="run", resume=True)
+        run_experiment(
+            smoke(steps=1, eval_episodes=0, **{"actor.learning_rate": 1e-3}), tmp_path, name="run", resume=True
+        )
     fresh = run_experiment(config, tmp_path, name="run", progress=False)  # resume=False starts the folder afresh
     assert len(fresh.metrics()) == len(rows)
 

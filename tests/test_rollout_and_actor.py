@@ -45,7 +45,9 @@ def test_trajectory_packs_one_sequence_with_only_model_tokens_masked(tiny, tiny_
             if message["role"] in ("system", "user"):
                 assert message["content"] in context
         # the replies are exactly the masked tokens, in order
-        replies = tokenizer.decode([tok for tok, m in zip(t.token_ids, t.action_mask) if m == 1], skip_special_tokens=True)
+        replies = tokenizer.decode(
+            [tok for tok, m in zip(t.token_ids, t.action_mask) if m == 1], skip_special_tokens=True
+        )
         assert replies == "".join(m["content"] for m in t.messages if m["role"] == "assistant")
     assert [t.group for t in trajectories] == [0, 0, 1, 1]
 
@@ -130,7 +132,7 @@ def test_a_mixture_turn_generates_each_task_in_its_own_batch_and_keeps_env_order
     assert all(len(set(call)) == 1 for call in engine.calls)
     single = _CallLog(tiny_engine, tasks_of)
     alone = run_episodes(single, [make(ids[0], max_turns=2) for _ in range(2)], [3, 3], config)
-    assert len(single.calls) == max(t.turns for t in alone)  # one task: one call per turn, as before
+    assert len(single.calls) == max(t.turns for t in alone)  # one task: one call per turn
 
 
 def _with_rewards(trajectories, rewards):
@@ -214,7 +216,7 @@ def _optimised_weights(trainer):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_full_finetune_keeps_fp32_master_weights_so_small_steps_add_up(dtype):
     # AdamW moves each weight by about lr = 1e-6 per step, far below a bfloat16 weight's rounding step: stepping
-    # bfloat16 weights in place loses most updates (2% of them changed in 10 steps); fp32 masters keep them all.
+    # bfloat16 weights in place loses most updates; fp32 masters keep them all.
     model, tokenizer = load_model("tiny-random", seed=1, dtype=dtype)
     batch = _with_rewards(_rollouts(HFEngine(model, tokenizer)), [1.0, 0.0, 0.0, 1.0])
     trainer = ActorTrainer(model, tokenizer.pad_token_id, ActorConfig(learning_rate=1e-6, micro_batch_size=4))

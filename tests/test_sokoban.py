@@ -19,7 +19,7 @@ from comprl.envs.sokoban.solver import live_squares, solve
 SOKOBAN = "comprl/Sokoban-6x6-2box-v0"
 INFO_KEYS = {"instruction", "success", "won", "invalid_action", "invalid_actions", "turn", "admissible_actions"}
 GENERATED_SEEDS = range(200)
-"""Level seeds whose levels must all be solvable within the turn cap (about 1 s for the lot)."""
+"""Level seeds whose levels must all be solvable within the turn cap."""
 
 FIRST_OBSERVATION_SCRIPT = textwrap.dedent(
     """

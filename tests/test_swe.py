@@ -97,14 +97,19 @@ def _task_with(fail_to_pass, pass_to_pass):
 
 
 def test_status_log_reads_like_pytest_summary_lines():
-    assert status_log(STATUSES).splitlines()[:2] == ["PASSED tests/test_a.py::test_kept", "PASSED tests/test_issue.py::test_fixed"]
+    assert status_log(STATUSES).splitlines()[:2] == [
+        "PASSED tests/test_a.py::test_kept",
+        "PASSED tests/test_issue.py::test_fixed",
+    ]
 
 
 def test_resolution_needs_every_fail_to_pass_and_pass_to_pass_test():
     def grade(fail_to_pass, pass_to_pass):
         return grade_statuses(STATUSES, 1, _task_with(fail_to_pass, pass_to_pass))
 
-    resolved = grade(("tests/test_issue.py::test_fixed",), ("tests/test_a.py::test_kept", "tests/test_a.py::test_skipped"))
+    resolved = grade(
+        ("tests/test_issue.py::test_fixed",), ("tests/test_a.py::test_kept", "tests/test_a.py::test_skipped")
+    )
     assert resolved.resolved and resolved.log_trusted
     partial = grade(("tests/test_issue.py::test_fixed", "tests/test_issue.py::test_other"), ())
     assert not partial.resolved and partial.fail_to_pass_failed == ("tests/test_issue.py::test_other",)
@@ -152,8 +157,13 @@ def test_tool_calls_are_validated_with_precise_messages():
         '{"name": "bash", "arguments": {"command": 3}}': "must be a string",
         '{"name": "str_replace_editor", "arguments": {"command": "str_replace", "path": "a"}}': "needs old_str",
         '{"name": "str_replace_editor", "arguments": {"command": "delete", "path": "a"}}': "must be one of",
-        '{"name": "str_replace_editor", "arguments": {"command": "view", "path": "a", "view_range": [1]}}': "two integers",
-        '{"name": "str_replace_editor", "arguments": {"command": "insert", "path": "a", "insert_line": "2", "new_str": ""}}': "integer",
+        (
+            '{"name": "str_replace_editor", "arguments": {"command": "view", "path": "a", "view_range": [1]}}'
+        ): "two integers",
+        (
+            '{"name": "str_replace_editor", "arguments": '
+            '{"command": "insert", "path": "a", "insert_line": "2", "new_str": ""}}'
+        ): "integer",
         '{"name": "submit", "arguments": {"now": true}}': "no arguments",
         '{"name": "bash", "args": {}}': "unexpected keys",
     }

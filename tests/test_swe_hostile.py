@@ -2,8 +2,7 @@
 (one JSON tool call per step, default `SandboxConfig`), and asserts that it does not work.
 
 An RL agent searches for whatever raises its reward, so the environment assumes the agent is hostile: the
-attacks below were found by trying (issues "SWE-lite: a sandbox that contains a hostile agent" and "SWE-lite
-against a hostile agent, round 2").
+attacks below are ones found by trying.
 """
 
 from __future__ import annotations
@@ -83,7 +82,7 @@ def test_the_unmodified_buggy_tree_is_not_resolved(env):
     assert reward == 0.0 and info["grading"]["FAIL_TO_PASS"]["success"] == []
 
 
-# ---- 1. the host's environment ------------------------------------------------------------------------------
+# ---- 1. the host's environment -----------------------------------------------------------------------------
 
 
 def test_host_environment_variables_are_not_visible_inside(env, monkeypatch):
@@ -243,7 +242,7 @@ def test_the_workspace_has_a_disk_quota(env):
     assert reward == 0.0 and "grading" in info
 
 
-# ---- 6. the editor ----------------------------------------------------------------------------------------
+# ---- 6. the editor -----------------------------------------------------------------------------------------
 
 
 def test_the_editor_listing_does_not_reveal_which_host_paths_exist(env, tmp_path):
@@ -254,7 +253,7 @@ def test_the_editor_listing_does_not_reveal_which_host_paths_exist(env, tmp_path
     assert lines[0].replace("host_dir_link", "X") == lines[1].replace("missing_link", "X"), listing
 
 
-# ---- round 2: 1. privileges inside the sandbox ---------------------------------------------------------------
+# ---- 7. privileges inside the sandbox ----------------------------------------------------------------------
 
 
 def test_commands_run_unprivileged_and_cannot_lift_their_limits(env):
@@ -273,7 +272,7 @@ def test_commands_run_unprivileged_and_cannot_lift_their_limits(env):
     assert "MOUNTED" not in observation, observation
 
 
-# ---- round 2: 2. the grader's temporary files ----------------------------------------------------------------
+# ---- 8. the grader's temporary files -----------------------------------------------------------------------
 
 PLANT_LINKS = """
 import os, threading, time
@@ -314,7 +313,7 @@ def test_the_code_cannot_plant_links_where_the_grader_writes(tmp_path):
     assert report.pass_to_pass_failed == (), report.log  # the tests that write to tmp_path ran normally
 
 
-# ---- round 2: 3. equality answered by the code under test ----------------------------------------------------
+# ---- 9. equality answered by the code under test -----------------------------------------------------------
 
 
 def test_an_equality_that_tells_the_probe_apart_does_not_fake_the_grade(env):
@@ -399,7 +398,7 @@ def test_a_rewritten_request_server_does_not_fake_the_grade(instance_id):
         environment.close()
 
 
-# ---- round 2: 4. the grader's own memory ---------------------------------------------------------------------
+# ---- 10. the grader's own memory ---------------------------------------------------------------------------
 
 
 def test_an_endless_stream_of_answers_is_cut_by_the_graders_memory_limit(tmp_path):

@@ -25,16 +25,18 @@ from comprl.policy_gradient import PackedSequence, PolicyGradientTrainer, pad_ba
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 RATIO_TOLERANCE = 1e-2
 """Largest |ratio - 1| allowed on-policy between behaviour log-probs (engine, the weights' own dtype) and the
-trainer's under bfloat16 autocast, on the tiny model. Measured: about 1e-3 (bfloat16 rounding of its small logits;
-a real model's are larger: SmolLM2-135M shows |delta log p| of 0.02 on average, up to 0.12; README, "Trainer
-backends")."""
+trainer's under bfloat16 autocast, on the tiny model: bfloat16 rounding of its small logits stays well below it (a
+real model's rounding is larger; README, "Trainer backends")."""
 
 
 class Trainer(PolicyGradientTrainer):
-    """A PolicyGradientTrainer with the GRPO loss, scoring every sequence at temperature 1 (the samples' temperature)."""
+    """A PolicyGradientTrainer with the GRPO loss, scoring every sequence at temperature 1 (the samples'
+    temperature)."""
 
     def __init__(self, model, pad_token_id: int, config: OptimConfig) -> None:
-        super().__init__(model, pad_token_id, config, functools.partial(grpo_policy_loss, clip_eps=0.2, aggregation="token-mean"))
+        super().__init__(
+            model, pad_token_id, config, functools.partial(grpo_policy_loss, clip_eps=0.2, aggregation="token-mean")
+        )
 
     def logprob_temperature(self, sequence) -> float:
         return 1.0
@@ -50,7 +52,8 @@ def _on_policy_batch(model, tokenizer, n: int = 4, adapter_dtype: str = "model")
 
 
 def _checkpointing(model) -> bool:
-    """Whether transformers' activation checkpointing is on (the attribute's name since transformers 5.x, or the old one)."""
+    """Whether transformers' activation checkpointing is on (the attribute's name since transformers 5.x, or the
+    old one)."""
     if hasattr(model, "is_activation_checkpointing"):
         return model.is_activation_checkpointing
     return model.is_gradient_checkpointing
@@ -113,7 +116,9 @@ def test_an_update_under_autocast_changes_the_weights_and_keeps_fp32_masters(dty
     after = _trainable(trainer)
     assert any(not torch.equal(before[k], after[k]) for k in before)
     assert all(master.dtype == torch.float32 and master.grad.dtype == torch.float32 for master in trainer._masters)
-    assert all(s.dtype == torch.float32 for state in trainer.optimizer.state.values() for s in state.values() if s.dim())
+    assert all(
+        s.dtype == torch.float32 for state in trainer.optimizer.state.values() for s in state.values() if s.dim()
+    )
     params = [p for p in trainer.model.parameters() if p.requires_grad]
     assert all(p.dtype == (torch.float32 if lora_rank else dtype) for p in params)  # weights keep their dtype
     for param, master in trainer._low_precision:
@@ -126,7 +131,9 @@ def test_gradient_checkpointing_under_autocast_gives_the_gradients_of_a_plain_ba
     for checkpointing in (False, True):
         model, tokenizer = load_model("tiny-random", seed=1)
         torch.manual_seed(0)  # the same LoRA initialisation for both
-        config = OptimConfig(lora_rank=lora_rank, autocast="bfloat16", gradient_checkpointing=checkpointing, micro_batch_size=2)
+        config = OptimConfig(
+            lora_rank=lora_rank, autocast="bfloat16", gradient_checkpointing=checkpointing, micro_batch_size=2
+        )
         trainer = Trainer(model, tokenizer.pad_token_id, config)
         assert _checkpointing(trainer.model) == checkpointing
         sequences, advantages = _on_policy_batch(trainer.model, tokenizer)
@@ -254,7 +261,14 @@ def test_unsloth_backend_calls_fast_language_model_and_leaves_the_run_generators
     with pytest.raises(ValueError, match=r"load_model\(name, backend='unsloth'\)"):
         Trainer(plain, tokenizer.pad_token_id, OptimConfig(backend="unsloth", lora_rank=4))
     random.seed(5), np.random.seed(5), torch.manual_seed(5)
-    config = OptimConfig(backend="unsloth", lora_rank=4, lora_alpha=8, gradient_checkpointing=True, autocast="bfloat16", learning_rate=1e-3)
+    config = OptimConfig(
+        backend="unsloth",
+        lora_rank=4,
+        lora_alpha=8,
+        gradient_checkpointing=True,
+        autocast="bfloat16",
+        learning_rate=1e-3,
+    )
     trainer = Trainer(model, tokenizer.pad_token_id, config)
     draws = random.random(), np.random.rand(), torch.rand(())
     random.seed(5), np.random.seed(5), torch.manual_seed(5)
@@ -263,7 +277,15 @@ def test_unsloth_backend_calls_fast_language_model_and_leaves_the_run_generators
     (_, peft_kwargs), = calls[1:]
     assert peft_kwargs["r"] == 4 and peft_kwargs["lora_alpha"] == 8 and peft_kwargs["lora_dropout"] == 0.0
     assert peft_kwargs["use_gradient_checkpointing"] == "unsloth" and peft_kwargs["bias"] == "none"
-    assert set(peft_kwargs["target_modules"]) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    assert set(peft_kwargs["target_modules"]) == {
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    }
     assert not _checkpointing(trainer.model)  # unsloth checkpoints on its own, not through transformers
     before = _trainable(trainer)
     assert before and all("lora_" in name for name in before)
@@ -289,7 +311,9 @@ def test_a_model_that_returns_every_position_is_scored_at_the_kept_ones():
 def test_an_unsloth_update_changes_the_lora_weights():
     pytest.importorskip("unsloth")
     model, tokenizer = load_model("tiny-random", seed=1, dtype=torch.bfloat16, device="cuda", backend="unsloth")
-    config = OptimConfig(backend="unsloth", lora_rank=4, gradient_checkpointing=True, autocast="bfloat16", learning_rate=1e-3)
+    config = OptimConfig(
+        backend="unsloth", lora_rank=4, gradient_checkpointing=True, autocast="bfloat16", learning_rate=1e-3
+    )
     trainer = Trainer(model, tokenizer.pad_token_id, config)
     # behaviour log-probs from the trainer's own forward (unsloth's generate is its own business)
     ids = torch.randint(100, 1000, (4, 24))
@@ -297,7 +321,9 @@ def test_an_unsloth_update_changes_the_lora_weights():
     with torch.no_grad():
         mask = torch.zeros(4, 24)
         mask[:, 16:] = 1
-        old = token_logprobs(trainer.model, ids.cuda(), torch.ones_like(ids).cuda(), mask.cuda(), autocast=torch.bfloat16).cpu()
+        old = token_logprobs(
+            trainer.model, ids.cuda(), torch.ones_like(ids).cuda(), mask.cuda(), autocast=torch.bfloat16
+        ).cpu()
     for row in range(4):
         sequence = PackedSequence()
         sequence.extend(ids[row, :16].tolist())

@@ -1,4 +1,4 @@
-"""TRL as an independent oracle for the actor loss (issue 13, item 3).
+"""TRL as an independent oracle for the actor loss.
 
 comprl's :func:`~comprl.objectives.grpo_policy_loss` is checked against the loss that TRL's ``GRPOTrainer``
 computes, on the same tensors:

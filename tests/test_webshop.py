@@ -223,7 +223,9 @@ def test_results_are_paged_ten_at_a_time(env):
 def test_search_stems_words_and_ranks_the_product_type_first(env):
     env.reset(seed=0)
     _, _, _, _, info = env.step("search[Lipsticks]")
-    top = [env.shop.by_asin[a[len("click[") : -1].upper()] for a in info["admissible_actions"] if a.startswith("click[b0")]
+    top = [
+        env.shop.by_asin[a[len("click[") : -1].upper()] for a in info["admissible_actions"] if a.startswith("click[b0")
+    ]
     assert len(top) == RESULTS_PER_PAGE and all(product.product_type == "lipstick" for product in top)
 
 

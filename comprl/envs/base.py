@@ -136,7 +136,7 @@ class TextEnv(gymnasium.Env[str, str], abc.ABC):
 
         With `action_prompt`, every observation of a running episode ends with a line that asks for the next
         action and restates the reply format: small models follow the last instruction they read far more
-        reliably than one in the system prompt (SmolLM2-135M: 8/16 valid first replies with it, 0/16 without).
+        reliably than one in the system prompt.
         """
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")

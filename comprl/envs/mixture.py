@@ -6,7 +6,7 @@ episodes get and how its envs are built, and draws the instances' seeds determin
 multi-task step is reproducible like a single-task one. The experiment loop runs every experiment as a mixture; a
 single-task run is the mixture of one task.
 
-Presets (:data:`MIXTURES`), from PAPER.md "Environments":
+Presets (:data:`MIXTURES`), from the paper's environments:
 
 - ``3-task``: MiniHack Room + WebShop + ALFWorld;
 - ``6-task``: those three + MiniHack MazeWalk + MiniHack KeyRoom + Sokoban (River is not part of it).

@@ -3,12 +3,11 @@ generation batch and each update (oneDNN's kernel cache, the other lever, is cap
 
 - glibc's malloc gives a block above its mmap threshold pages of its own, returned on free, but it raises that
   threshold (from 128 KiB up to 32 MiB) each time such a block is freed. After a rollout's first turns, its KV
-  caches, logits and activations come from the heap, whose freed pages the process keeps. In one cpu comp_rl step
-  with its four evaluations, in one process, resident memory grew from 1.15 GB (models loaded) to 2.31 GB;
-  ``malloc_trim`` after each generation batch and each update (:func:`release_free_memory`) kept it at 1.78 GB.
-  Pinning the threshold at 128 KiB instead (``MALLOC_MMAP_THRESHOLD_=131072``) kept it lower (1.60 GB) but doubled
-  the time of an evaluation, spent in the kernel mapping and zeroing fresh pages (60 vs 29 s; the trims: 30 s).
-  ``COMPRL_MALLOC_TRIM=0`` turns the trims off (``benchmarks/cpu_step.py``, variant ``no_malloc_trim``).
+  caches, logits and activations come from the heap, whose freed pages the process keeps, so resident memory
+  grows. ``malloc_trim`` after each generation batch and each update (:func:`release_free_memory`) hands those
+  pages back. Pinning the threshold at 128 KiB instead (``MALLOC_MMAP_THRESHOLD_=131072``) keeps memory lower
+  still but makes evaluations much slower, their time spent in the kernel mapping and zeroing fresh pages.
+- ``COMPRL_MALLOC_TRIM=0`` turns the trims off.
 """
 
 from __future__ import annotations

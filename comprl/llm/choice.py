@@ -1,8 +1,8 @@
 """Constrained choice: a reply restricted to a closed list of admissible texts (opt-in; comprl's deviation).
 
 The paper's actor writes free text and an unparseable reply is answered by the env as an invalid action. A
-135M model mostly names one action or none (SmolLM2-135M on Room: "north" in 94% of its valid replies), so the
-actor can never sample the moves it would have to learn. With constrained choice each reply token is drawn
+135M model mostly names one action or none (SmolLM2-135M on Room: nearly always "north"), so the actor can never
+sample the moves it would have to learn. With constrained choice each reply token is drawn
 from the model's tempered distribution renormalised over the tokens that keep the reply on one of the
 admissible texts (their canonical tokenisations, held in a token trie):
 
@@ -34,7 +34,9 @@ def restrict(logits: torch.Tensor, allowed: Sequence[int]) -> torch.Tensor:
     return keep.index_copy(-1, index, logits.index_select(-1, index))
 
 
-def choice_logprob(logits: torch.Tensor, allowed: Sequence[int], token: int, temperature: float | torch.Tensor) -> torch.Tensor:
+def choice_logprob(
+    logits: torch.Tensor, allowed: Sequence[int], token: int, temperature: float | torch.Tensor
+) -> torch.Tensor:
     """Log-prob of ``token`` under ``softmax(logits / T)`` renormalised over ``allowed`` (``logits``: one position's
     vocabulary row): the behaviour log-prob the engine reports and the one the trainers recompute."""
     return torch.log_softmax(restrict(logits.float(), allowed) / temperature, -1)[token]

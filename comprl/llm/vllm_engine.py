@@ -9,10 +9,9 @@ What it promises, and how:
 * **Behaviour log-probs are the trainer's.** Each sampled token comes with its log-prob under
   ``softmax(logits / T)``, the quantity :func:`comprl.llm.scoring.token_logprobs` recomputes. vLLM reports the
   log-probs of the *raw* logits unless it is built with ``logprobs_mode="processed_logprobs"``: then they are
-  taken after its sampling transforms. That option appeared in vLLM 0.10.0 (PR #21398), but there "processed"
-  did not yet include the temperature; from vLLM 0.10.2 on it does (TRL requires 0.10.2 for the same reason), so
-  this engine needs ``vllm>=0.10.2``. Greedy decoding (T = 0) reports log-probs at temperature 1, as
-  :func:`~comprl.llm.engine.logprob_temperature` says.
+  taken after its sampling transforms, the temperature among them from vLLM 0.10.2 on (TRL requires that release
+  for the same reason), so this engine needs ``vllm>=0.10.2``. Greedy decoding (T = 0) reports log-probs at
+  temperature 1, as :func:`~comprl.llm.engine.logprob_temperature` says.
 * **Nothing hidden changes the distribution.** Every vLLM sampling option other than temperature and the token
   cap is set to its neutral value (:func:`vllm_sampling_kwargs`), and vLLM is told not to read the checkpoint's
   ``generation_config.json`` (``generation_config="vllm"``), whose defaults (Qwen2.5-Instruct ships
@@ -25,7 +24,8 @@ What it promises, and how:
   :class:`~comprl.llm.engine.HFEngine` uses for its own cache are accepted and ignored, and :meth:`release` does
   nothing.
 * **Weight sync.** The engine reads weights from the model the trainer updates in place
-  (:class:`~comprl.policy_gradient.PolicyGradientTrainer`; in bfloat16 its weights are the fp32 masters rounded after each step).
+  (:class:`~comprl.policy_gradient.PolicyGradientTrainer`; in bfloat16 its weights are the fp32 masters rounded
+  after each step).
 
   - Full fine-tune: vLLM starts from dummy weights and the trainer's weights are copied into its model under the
     base model's parameter names (``model.load_weights``, the call TRL's colocate mode makes), at start and on
@@ -187,12 +187,18 @@ def base_weights(model: PreTrainedModel) -> list[tuple[str, torch.Tensor]]:
         if lora:
             if ".lora_" in name or "original_module" in name:
                 continue
-            name = name.removeprefix("base_model.model.").replace(".base_layer", "").replace("modules_to_save.default.", "")
+            name = (
+                name.removeprefix("base_model.model.")
+                .replace(".base_layer", "")
+                .replace("modules_to_save.default.", "")
+            )
         weights.append((name.replace("_checkpoint_wrapped_module.", ""), param.detach()))
     return weights
 
 
-def write_checkpoint(folder: str | Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, with_weights: bool) -> Path:
+def write_checkpoint(
+    folder: str | Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, with_weights: bool
+) -> Path:
     """Write what vLLM reads to start: the base model's ``config.json`` (with its architecture named), the
     tokenizer, and with ``with_weights`` the base weights (:func:`base_weights`) as ``model.safetensors``.
     No ``generation_config.json`` is written."""
@@ -246,7 +252,9 @@ class VLLMEngine:
 
         self.model = model
         self.tokenizer = tokenizer
-        self.stats: dict[str, float] = dict.fromkeys(("generated_tokens", "prompt_tokens", "reused_prompt_tokens", "seconds"), 0.0)
+        self.stats: dict[str, float] = dict.fromkeys(
+            ("generated_tokens", "prompt_tokens", "reused_prompt_tokens", "seconds"), 0.0
+        )
         """Running totals as :attr:`HFEngine.stats <comprl.llm.engine.HFEngine.stats>` keeps them;
         ``reused_prompt_tokens`` are the prompt tokens vLLM served from its prefix cache."""
         self._sampling_params = vllm.SamplingParams
@@ -308,7 +316,8 @@ class VLLMEngine:
         sessions: Sequence[Hashable] | None = None,
         choices: Sequence[ReplyChoices | None] | None = None,
     ) -> list[Completion]:
-        """One completion per prompt (token id lists), as :meth:`HFEngine.generate <comprl.llm.engine.HFEngine.generate>`.
+        """One completion per prompt (token id lists), as
+        :meth:`HFEngine.generate <comprl.llm.engine.HFEngine.generate>`.
 
         Args:
             prompts: the prompts, each at least one token.
@@ -332,7 +341,9 @@ class VLLMEngine:
         completions = [self._completion(output) for output in outputs]
         self.stats["seconds"] += time.perf_counter() - started
         self.stats["prompt_tokens"] += sum(len(prompt) for prompt in prompts)
-        self.stats["reused_prompt_tokens"] += sum(int(getattr(output, "num_cached_tokens", 0) or 0) for output in outputs)
+        self.stats["reused_prompt_tokens"] += sum(
+            int(getattr(output, "num_cached_tokens", 0) or 0) for output in outputs
+        )
         self.stats["generated_tokens"] += sum(len(c.token_ids) for c in completions)
         return completions
 
@@ -369,7 +380,10 @@ class VLLMEngine:
         sample = output.outputs[0]
         tokens = [int(token) for token in sample.token_ids]
         if sample.logprobs is None or len(sample.logprobs) != len(tokens):
-            raise RuntimeError(f"vLLM returned {0 if sample.logprobs is None else len(sample.logprobs)} log-probs for {len(tokens)} tokens")
+            raise RuntimeError(
+                f"vLLM returned {0 if sample.logprobs is None else len(sample.logprobs)} log-probs for "
+                f"{len(tokens)} tokens"
+            )
         logprobs = [float(step[token].logprob) for step, token in zip(sample.logprobs, tokens)]
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
         return Completion(tokens, logprobs, text, finish_reason(sample.finish_reason, sample.stop_reason))

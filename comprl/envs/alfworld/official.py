@@ -24,15 +24,11 @@ Export choices (so the two engines agree as far as ALFWorld's PDDL domain allows
 - every object may be put in every receptacle (``canContain`` for all pairs), as in our simulator;
 - the goal is ALFWorld's own PDDL goal of the task type (``alfworld/gen/goal_library.py``), written here.
 
-Agreement with the engine (alfworld 0.4.2, textworld 1.7.0): along seeded random walks of 20 admissible
-commands from 72 scenes of the official goals (8 training and 2 evaluation scenes per task type, and 12
-training scenes with a cart, ottoman, bathtub basin, glass bottle, watering can or a kettle to clean), both
-list the same admissible commands at all 1,440 steps and agree on win and done; `expert_plan` wins in both on
-exactly its last command in all 72. The cross-check brought
-our simulator in line with the engine on four points: cleaning only in a sink basin, heat/cool/clean listed
-at a closed appliance, ``examine O`` only for the object held, and a desk lamp once switched on counting as
-on. Texts are compared by their first sentence and the things they list (the engine orders contents its own
-way); ``look``, ``help`` and object ``examine`` texts are not compared.
+Agreement with the engine (alfworld 0.4.2, textworld 1.7.0) is checked along seeded random walks of admissible
+commands from scenes of every task type, training and evaluation: both engines list the same admissible commands
+at every step and agree on win and done, and `expert_plan` wins in both on exactly its last command. Texts are
+compared by their first sentence and the things they list (the engine orders contents its own way); ``look``,
+``help`` and object ``examine`` texts are not compared.
 """
 
 from __future__ import annotations

@@ -20,13 +20,13 @@ from numpy generators seeded with fixed integer tuples, so scenes are the same i
 What the simulator can express. `unsupported_reason` says why an official goal could not be played (an object
 or receptacle type the tables lack, an object its task cannot clean, heat or cool, a light other than the desk
 lamp, a look_at_obj_in_light goal in a room without one, a sentence no template of its task type produces);
-`unsupported_games` lists them per split. With the tables below no official goal is unsupported: 1,466 of
-1,466 training goals and 134 of 134 evaluation goals play (``tests/test_alfworld.py`` checks it). Four types
-and one skill were added for the official goals: the receptacles cart (18 training goals) and ottoman (13), the
-objects glassbottle (6) and wateringcan (1), and a cleanable kettle (19; ALFWorld's ``VAL_ACTION_OBJECTS``
-lists it). What no scene reproduces is the official game's room: ALFRED's receptacle set and numbering, the
-trial's objects and where they start (the lists do not record them); ALFWorld's per-receptacle ``canContain``
-limits are not modelled either (any object fits in any receptacle).
+`unsupported_games` lists them per split. With the tables below every official goal of both splits plays
+(``tests/test_alfworld.py`` checks it); the tables include the types and the skill that only a few official goals
+need: the receptacles cart (18 training goals) and ottoman (13), the objects glassbottle (6) and wateringcan (1),
+and a cleanable kettle (19; ALFWorld's ``VAL_ACTION_OBJECTS`` lists it). What no scene reproduces is the
+official game's room: ALFRED's receptacle set and numbering, the trial's objects and where they start (the lists
+do not record them); ALFWorld's per-receptacle ``canContain`` limits are not modelled either (any object fits in
+any receptacle).
 """
 
 from __future__ import annotations

@@ -1,1 +1,2 @@
-"""MiniHack tasks as text environments (Room, MazeWalk, KeyRoom, River): the env, its text rendering, and scripted solvers."""
+"""MiniHack tasks as text environments (Room, MazeWalk, KeyRoom, River): the env, its text rendering, and scripted
+solvers."""

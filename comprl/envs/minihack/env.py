@@ -52,8 +52,8 @@ except ImportError as error:
 
 # minihack.wiki keeps the ImportError of its optional NLP packages (inflect, stanza) as `import_error`. Its traceback
 # holds the frames that first imported minihack, and through them the locals of their callers: imported lazily inside
-# a training run, that run's models, optimiser states and envs stayed alive for the life of the process (0.7 GB in a
-# notebook that ran two cpu-profile runs one after the other). Only the error's message is ever used.
+# a training run, it would keep that run's models, optimiser states and envs alive for the life of the process. Only
+# the error's message is ever used.
 if getattr(minihack_wiki, "import_error", None) is not None:
     minihack_wiki.import_error.__traceback__ = None
 
@@ -164,7 +164,7 @@ class MiniHackTextEnv(TextEnv):
 
         `view` is one of `VIEWS`: ``"full"`` (BALROG's text view, as the paper's actor reads it) or ``"brief"``
         (the message and the interesting things in view with their distance and direction; no walls, dark area,
-        map or legend: about a quarter of the tokens, for small models on CPU; not the paper's view).
+        map or legend: far fewer tokens, for small models on CPU; not the paper's view).
         """
         super().__init__(max_turns=max_turns)
         if task not in TASKS:

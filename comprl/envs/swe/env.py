@@ -260,7 +260,8 @@ class SweLiteEnv(TextEnv):
         if call.name == "bash":
             result = self._workspace.run(call.arguments["command"])
             if result.out_of_memory:
-                status = f"[killed: its processes together went over the memory limit of {self.sandbox_config.memory_mb} MB]"
+                limit = self.sandbox_config.memory_mb
+                status = f"[killed: its processes together went over the memory limit of {limit} MB]"
             elif result.timed_out:
                 status = f"[killed after {self.sandbox_config.timeout_s:g} s: the command timed out]"
             else:

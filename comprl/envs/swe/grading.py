@@ -120,7 +120,9 @@ class Remote:
             )
         popen = self.process.popen
         self._forget_process()
-        self.channel = Channel(popen.stdout.fileno(), popen.stdin.fileno(), self._serve, self._wait, self.shared, self.decode)
+        self.channel = Channel(
+            popen.stdout.fileno(), popen.stdin.fileno(), self._serve, self._wait, self.shared, self.decode
+        )
         self.generation += 1
 
     def _wait(self, fd: int) -> None:
@@ -271,7 +273,9 @@ class Remote:
     # ---- requests the proxies make -------------------------------------------------------------------------
 
     def apply(self, name: str, target: Any, *args: Any) -> Any:
-        return self.request({"op": "apply", "name": name, "target": self.encode(target), "args": self.encode(list(args))})
+        return self.request(
+            {"op": "apply", "name": name, "target": self.encode(target), "args": self.encode(list(args))}
+        )
 
     def getattr(self, target: Any, name: str) -> Any:
         return self.request({"op": "getattr", "target": self.encode(target), "name": name})

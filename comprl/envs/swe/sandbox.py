@@ -23,8 +23,8 @@ SWE-lite lets the actor run arbitrary bash. Every command runs under ``bwrap`` (
   v1 or v2, which also holds for root, unlike RLIMIT_NPROC); the episode's workspace is a tmpfs of fixed
   size (`mount_quota`), so its disk use is bounded too. Both need root (or a delegated cgroup); where that
   is impossible, ``SandboxConfig(episode_limits=False)`` falls back to per-process rlimits, which a hostile
-  agent can exceed with several processes or files. (cgroup v2 support follows the kernel's interface but has
-  only been run where v1 controllers are mounted; under v2 the parent cgroup must delegate memory and pids, and
+  agent can exceed with several processes or files. (cgroup v2 support follows the kernel's interface but is
+  untested where only v2 controllers are mounted; under v2 the parent cgroup must delegate memory and pids, and
   SWE-lite's grading run, which holds the cgroups of the code it starts inside its own, needs the same.)
 
 `Sandbox.run` never raises for anything the command does: a timeout, a crash or an oversized output is

@@ -15,8 +15,8 @@ What is made:
   description, bullet features, 3 to 5 attributes (e.g. "vegan", "easy to clean") drawn with per-attribute
   popularity weights, option groups (colour, size, flavor, ...) with a few values each (none that
   WebShop's colour normalisation turns into a colour word it does not contain, which could never be
-  matched), one price, a star rating and short reviews. Attribute text always appears somewhere in the product's own text, as in the
-  original, whose attributes were mined from it.
+  matched), one price, a star rating and short reviews. Attribute text always appears somewhere in the
+  product's own text, as in the original, whose attributes were mined from it.
 - Goals: two per product, each naming the target product, 1 to 3 of its attributes, one value for most of its
   option groups and a price cap (a multiple of ten above the price), written as a lower-case shopping
   instruction ("i need a long lasting vegan lipstick in red, and price lower than 30.00 dollars").

@@ -500,7 +500,11 @@ class WebShopTextEnv(TextEnv):
             listing = [
                 part
                 for i in self._page_results()
-                for part in (self.shop.products[i].asin, self.shop.products[i].title, f"${self.shop.products[i].price:.2f}")
+                for part in (
+                    self.shop.products[i].asin,
+                    self.shop.products[i].title,
+                    f"${self.shop.products[i].price:.2f}",
+                )
             ]
             page_line = f"Page {self._result_page} (Total results: {len(self._results)})"
             return SEP.join([*header, "Back to Search", page_line, *paging, *listing])
