@@ -35,7 +35,12 @@ def make_bank(folder: Path, name: str) -> ExperienceBank:
     bank = ExperienceBank(folder / f"{name}.duckdb", NoModel())
     rng = np.random.default_rng(0)
     for start in range(0, ENTRIES, 500):
-        bank.apply([Write("add", entry=NewEntry(f"e{i}", "c")) for i in range(start, start + 500)], step=0, task="t", embeddings=unit(rng, 500))
+        bank.apply(
+            [Write("add", entry=NewEntry(f"e{i}", "c")) for i in range(start, start + 500)],
+            step=0,
+            task="t",
+            embeddings=unit(rng, 500),
+        )
     return bank
 
 

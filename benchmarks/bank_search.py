@@ -90,10 +90,17 @@ class Table:
 
     def print(self, faiss_rate: dict[int, float]) -> None:
         n = self.n_queries
-        print(f"{'method':<36}{'k':>4}{'s / ' + str(n) + ' q':>12}{'queries/s':>12}{'/ FAISS':>9}{'top-1 agree':>14}{'top-16 recall':>15}")
+        print(
+            f"{'method':<36}{'k':>4}{'s / ' + str(n) + ' q':>12}{'queries/s':>12}{'/ FAISS':>9}"
+            f"{'top-1 agree':>14}{'top-16 recall':>15}"
+        )
         for name, k, seconds, timed_n, ids in self.rows:
             agree = np.mean(ids[:, 0] == self.top1[: len(ids)])
-            recall = f"{np.mean([len(set(r) & p) / POOL for r, p in zip(ids.tolist(), self.pools)]):>14.1%}" if k == POOL else f"{'':>14}"
+            recall = (
+                f"{np.mean([len(set(r) & p) / POOL for r, p in zip(ids.tolist(), self.pools)]):>14.1%}"
+                if k == POOL
+                else f"{'':>14}"
+            )
             print(
                 f"{name:<36}{k:>4}{seconds:>12.3f}{n / seconds:>12,.0f}{n / seconds / faiss_rate[k]:>8.2f}x"
                 f"{agree:>9.1%} /{timed_n:>4}{recall}"
@@ -120,7 +127,9 @@ def one_at_a_time(bank: ExperienceBank, queries: np.ndarray, cap: int) -> tuple[
     return s * len(queries) / m, hit_ids(hits), m
 
 
-def run(entries: int, n_queries: int, dim: int, seed: int, single_cap: int, hnsw_max: int, folder: Path, notes: dict) -> None:
+def run(
+    entries: int, n_queries: int, dim: int, seed: int, single_cap: int, hnsw_max: int, folder: Path, notes: dict
+) -> None:
     rng = np.random.default_rng(seed)
     data = unit(rng, entries, dim)
     queries = unit(rng, n_queries, dim)
@@ -132,7 +141,10 @@ def run(entries: int, n_queries: int, dim: int, seed: int, single_cap: int, hnsw
 
     bank = ExperienceBank(path, embedder, capacity=entries, use_vss=False)
     insert_s = insert(bank, data)
-    print(f"insert (use_vss=False, memory index kept in step): {insert_s:.1f} s ({entries / insert_s:,.0f} entries/s, batches of {INSERT_BATCH})")
+    print(
+        f"insert (use_vss=False, memory index kept in step): {insert_s:.1f} s "
+        f"({entries / insert_s:,.0f} entries/s, batches of {INSERT_BATCH})"
+    )
 
     bank.search_vectors(queries[:1], k=POOL)  # warm-up
     s, hits = timed(lambda: bank.search_vectors(queries, k=POOL), FAST_REPEATS)
@@ -160,7 +172,10 @@ def run(entries: int, n_queries: int, dim: int, seed: int, single_cap: int, hnsw
     s, hits = timed(lambda: bank.search_vectors(queries, k=POOL))
     table.add("1' bank memory, after reopen (1st)", POOL, s, hit_ids(hits))
     bank.close()
-    print(f"reopen (constructor, incl. loading the memory index): {reopen_s:.2f} s; file {path.stat().st_size / 2**20:.0f} MiB")
+    print(
+        f"reopen (constructor, incl. loading the memory index): {reopen_s:.2f} s; "
+        f"file {path.stat().st_size / 2**20:.0f} MiB"
+    )
 
     hnsw = None
     if entries <= hnsw_max:
@@ -184,7 +199,8 @@ def run(entries: int, n_queries: int, dim: int, seed: int, single_cap: int, hnsw
         measured = notes.get("hnsw_build")
         why = (
             f"building it took {measured[1]:.0f} s for {measured[0]:,} entries in this run "
-            f"(~{measured[1] * entries / measured[0]:.0f} s for {entries:,} if it grew linearly; HNSW builds grow faster)"
+            f"(~{measured[1] * entries / measured[0]:.0f} s for {entries:,} if it grew linearly; "
+            "HNSW builds grow faster)"
             if measured
             else "no smaller size measured in this run"
         )

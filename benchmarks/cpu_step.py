@@ -90,7 +90,9 @@ def measure(overrides: dict[str, Any], steps: int, threads: int | None) -> dict[
     return result
 
 
-def full_update(overrides: dict[str, Any], sequence_tokens: float, action_tokens: float, threads: int | None) -> dict[str, float]:
+def full_update(
+    overrides: dict[str, Any], sequence_tokens: float, action_tokens: float, threads: int | None
+) -> dict[str, float]:
     """One actor update on a step's worth of synthetic sequences, all with a non-zero advantage, in this (fresh)
     process: its seconds and how much it grows the resident memory of a process holding the actor."""
     overrides = _set_environment(overrides)
@@ -186,9 +188,15 @@ def main() -> None:
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
             row = {"variant": name, **pool.submit(measure, overrides, args.steps, args.threads).result()}
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            row |= pool.submit(full_update, overrides, row["sequence_tokens"], row["action_tokens"], args.threads).result()
+            row |= pool.submit(
+                full_update, overrides, row["sequence_tokens"], row["action_tokens"], args.threads
+            ).result()
         rows.append(row)
-        print(f"{name}: {row['step_s']:.1f} s/step, full update {row['full_update_s']:.1f} s, peak {row['peak_rss_gb']:.2f} GB", flush=True)
+        print(
+            f"{name}: {row['step_s']:.1f} s/step, full update {row['full_update_s']:.1f} s, "
+            f"peak {row['peak_rss_gb']:.2f} GB",
+            flush=True,
+        )
     table = pd.DataFrame(rows)
     table["rollout_vs_forward"] = table["rollout_tok_s"] / table["forward_tok_s"]
     table["rollout_update_s"] = table["rollout_s"] + table["full_update_s"]
@@ -197,7 +205,10 @@ def main() -> None:
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(table.round(3).to_string(index=False))
     meets = table[(table["rollout_update_s"] <= 30) & (table["peak_bound_gb"] <= 3)]
-    print(f"targets (rollout + full update <= 30 s and peak bound <= 3 GB at once): met by {', '.join(meets['variant']) or 'none'}")
+    print(
+        "targets (rollout + full update <= 30 s and peak bound <= 3 GB at once): "
+        f"met by {', '.join(meets['variant']) or 'none'}"
+    )
 
 
 if __name__ == "__main__":

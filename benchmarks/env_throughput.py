@@ -6,7 +6,8 @@ of the text interface against raw NLE stepping of the same task, measured side b
 
 The random policy picks uniformly among ``info["admissible_actions"]`` (episodes restart with the next seed when
 they end); SWE-lite's admissible actions are tool names, so there it picks uniformly among four valid calls
-(list the files, run the tests, view a random source file, submit), and runs at most 200 steps. The MiniHack ratio compares our text env with gymnasium's raw ``MiniHack-*`` env taking random
+(list the files, run the tests, view a random source file, submit), and runs at most 200 steps. The MiniHack ratio
+compares our text env with gymnasium's raw ``MiniHack-*`` env taking random
 actions from the same action set, so it is the price of rendering the text view and parsing the reply.
 """
 
@@ -57,7 +58,8 @@ def text_steps_per_second(env_id: str, steps: int, seed: int = 0) -> float:
 
 
 def raw_minihack_steps_per_second(env_id: str, steps: int, seed: int = 0) -> float | None:
-    """Steps/s of the underlying MiniHack env with random actions from the text env's action set (None: not MiniHack)."""
+    """Steps/s of the underlying MiniHack env with random actions from the text env's action set (None: not
+    MiniHack)."""
     text_env = make(env_id).unwrapped
     if not isinstance(text_env, MiniHackTextEnv):
         return None

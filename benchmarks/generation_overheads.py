@@ -50,7 +50,10 @@ def main() -> None:
     groups = [row // config.group_size for row in range(len(envs))]
     arms = {
         "comprl": ("model", None),
-        "strided_head_input": ("model", mock.patch("comprl.llm.engine._contiguous_head_input", lambda model: nullcontext())),
+        "strided_head_input": (
+            "model",
+            mock.patch("comprl.llm.engine._contiguous_head_input", lambda model: nullcontext()),
+        ),
         "float32_adapters": ("float32", None),
     }
     best: dict[str, float] = {}

@@ -4,7 +4,8 @@
     taskset -c 1 python benchmarks/mixture_batching.py --threads 1 --tasks 6-task
 
 Both arms play the training rollout of notebook 02's cpu runs (the cpu profile, one instance per task, 4
-rollouts each, up to 6 turns) with SmolLM2-135M as the actor holds it (LoRA adapters in float32, as ``comprl reproduce`` sets):
+rollouts each, up to 6 turns) with SmolLM2-135M as the actor holds it (LoRA adapters in float32, as ``comprl reproduce``
+sets):
 
 - ``per_task``: :func:`comprl.actor.rollout.run_episodes` as it runs, one ``generate`` call per task and turn;
 - ``one_batch``: every active episode of a turn in one call, as before per-task calls (a batch is left padded to
@@ -70,7 +71,9 @@ def main() -> None:
           f"{torch.get_num_threads()} threads")
     print(f"{'arm':<10} {'rollout s':>10} {'uncached prompt tokens':>23} {'time / per_task':>16}")
     for name in arms:
-        print(f"{name:<10} {seconds[name]:>10.1f} {prompt_tokens[name]:>23,} {seconds[name] / seconds['per_task']:>16.2f}")
+        print(
+            f"{name:<10} {seconds[name]:>10.1f} {prompt_tokens[name]:>23,} {seconds[name] / seconds['per_task']:>16.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ Every (mode, batch size) is a real training run in a fresh process pinned to the
 runs in a Ray process on the other cores (``comprl.latency``). Prints, per batch size, the rollout and step time
 per step, their ratio to ``none`` measured in the same run of this script, the search time and queries per step,
 the actor's time in manager calls, and how its main thread spent the step: on a CPU, waiting for one (a large
-wait means other processes crowded the actor's core, and the ratios overstate the manager's cost), or blocked. Then the verdict against the
+wait means other processes crowded the actor's core, and the ratios overstate the manager's cost), or blocked. Then the
+verdict against the
 targets: async rollout <= 1.02x none at every size, sync visibly above. Writes the table (CSV) and the figure
 (PNG, PDF) to ``--out``.
 """
@@ -31,8 +32,10 @@ def main() -> None:
         help="none is needed for the ratios; loaded is the baseline beside a busy neighbour on the manager's cores",
     )
     parser.add_argument(
-        "--identical", action="store_true",
-        help="every mode plays the same episodes (actor frozen, entries retrieved but not shown): the manager's cost alone",
+        "--identical",
+        action="store_true",
+        help="every mode plays the same episodes (actor frozen, entries retrieved but not shown): "
+        "the manager's cost alone",
     )
     parser.add_argument("--steps", type=int, default=8, help="training steps per run")
     parser.add_argument("--skip", type=int, default=2, help="warm-up steps dropped from every run")
@@ -44,14 +47,36 @@ def main() -> None:
     args = parser.parse_args()
 
     started = time.perf_counter()
-    table = measure_overhead(args.profile, args.batch_sizes, args.modes, steps=args.steps, skip=args.skip, output_dir=args.out, identical=args.identical, resume=args.resume)
+    table = measure_overhead(
+        args.profile,
+        args.batch_sizes,
+        args.modes,
+        steps=args.steps,
+        skip=args.skip,
+        output_dir=args.out,
+        identical=args.identical,
+        resume=args.resume,
+    )
     plot_overhead(table, f"{args.out}/rollout_overhead")
     table.to_csv(f"{args.out}/rollout_overhead.csv", index=False)
 
     print(f"profile={args.profile}, {args.steps} steps per run, first {args.skip} dropped; {table.attrs['core_split']}")
     columns = [
-        "batch_size", "mode", "steps", "rollout_s", "rollout_ratio", "processed", "per_token_ratio", "step_s", "step_ratio", "search_s", "queries", "experience_s",
-        "actor_cpu_s", "actor_wait_s", "actor_blocked_s",
+        "batch_size",
+        "mode",
+        "steps",
+        "rollout_s",
+        "rollout_ratio",
+        "processed",
+        "per_token_ratio",
+        "step_s",
+        "step_ratio",
+        "search_s",
+        "queries",
+        "experience_s",
+        "actor_cpu_s",
+        "actor_wait_s",
+        "actor_blocked_s",
     ]
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(table[columns].round(3).to_string(index=False))

@@ -3,7 +3,8 @@
 
     python benchmarks/rollout_throughput.py                      # SmolLM2-135M, 8 Room episodes
     python benchmarks/rollout_throughput.py --model tiny-random  # quick check of the script itself
-    taskset -c 1 python benchmarks/rollout_throughput.py --json auto --note "one core"   # -> results/throughput/cpu-...json
+    taskset -c 1 python benchmarks/rollout_throughput.py --json auto --note "one core"   # ->
+    results/throughput/cpu-...json
     python benchmarks/rollout_throughput.py --model Qwen/Qwen2.5-7B-Instruct --train-model Qwen/Qwen2.5-1.5B-Instruct \\
         --batch 128 --json auto                                  # on a GPU: what the paper profile's planner needs
     python benchmarks/rollout_throughput.py --model Qwen/Qwen2.5-7B-Instruct --train-model Qwen/Qwen2.5-1.5B-Instruct \\
@@ -91,7 +92,9 @@ def model_for_rates(name: str, dtype: torch.dtype, device: torch.device, random_
     return model, tokenizer, len(tokenizer), tokenizer.pad_token_id
 
 
-def measure(engine: HFEngine, env_id: str, seeds: list[int], rollout: RolloutConfig, max_turns: int, batched: bool) -> dict[str, float]:
+def measure(
+    engine: HFEngine, env_id: str, seeds: list[int], rollout: RolloutConfig, max_turns: int, batched: bool
+) -> dict[str, float]:
     envs = [make(env_id, max_turns=max_turns) for _ in seeds]
     torch.manual_seed(0)
     started = time.perf_counter()
@@ -209,29 +212,44 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=12)
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto (comprl.llm.resolve_dtype)")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads on CPU (default: the cores this process may use)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads on CPU (default: the cores this process may use)"
+    )
     parser.add_argument("--no-compare", action="store_true", help="skip the batched vs sequential rollout arms")
     parser.add_argument(
-        "--json", nargs="?", const="auto", default=None, metavar="FILE",
-        help=f"also measure prefill/decode/train tokens/s and write them to FILE ('auto': {THROUGHPUT_DIR.name}/<device>.json "
-        "under results/)",
+        "--json",
+        nargs="?",
+        const="auto",
+        default=None,
+        metavar="FILE",
+        help="also measure prefill/decode/train tokens/s and write them to FILE "
+        f"('auto': {THROUGHPUT_DIR.name}/<device>.json under results/)",
     )
     parser.add_argument("--batch", type=int, default=8, help="sequences per prefill and decode pass (--json)")
     parser.add_argument("--prompt-tokens", type=int, default=512, help="prefill length and decode context (--json)")
     parser.add_argument("--decode-tokens", type=int, default=32, help="timed decode steps (--json)")
     parser.add_argument("--train-model", default=None, help="model of the update measurement (default: --model)")
     parser.add_argument("--train-batch", type=int, default=4, help="sequences in the measured update (--json)")
-    parser.add_argument("--train-tokens", type=int, default=512, help="tokens per sequence of the measured update (--json)")
+    parser.add_argument(
+        "--train-tokens", type=int, default=512, help="tokens per sequence of the measured update (--json)"
+    )
     parser.add_argument("--no-train", action="store_true", help="skip the update measurement (--json)")
     parser.add_argument(
-        "--random-weights", action="store_true",
-        help=f"build the models from their configs ({MODEL_CONFIGS.parent.name}/{MODEL_CONFIGS.name}/ or the hub) with random "
-        "weights instead of loading them: same cost per token, no weights needed; implies --no-compare",
+        "--random-weights",
+        action="store_true",
+        help=f"build the models from their configs ({MODEL_CONFIGS.parent.name}/{MODEL_CONFIGS.name}/ or the hub) "
+        "with random weights instead of loading them: same cost per token, no weights needed; implies --no-compare",
     )
     parser.add_argument("--note", default="", help="free text stored in the file (e.g. what else ran on the machine)")
     args = parser.parse_args()
 
-    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else "cpu" if args.device == "auto" else args.device)
+    device = torch.device(
+        "cuda"
+        if args.device == "auto" and torch.cuda.is_available()
+        else "cpu"
+        if args.device == "auto"
+        else args.device
+    )
     if device.type == "cpu":
         torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
     dtype = resolve_dtype(args.dtype, device)
@@ -246,9 +264,15 @@ def main() -> None:
             "batched": measure(engine, args.env, seeds, rollout, args.turns, batched=True),
             "sequential": measure(engine, args.env, seeds, rollout, args.turns, batched=False),
         }
-        print(f"{args.model} on {args.env}: {args.episodes} episodes x up to {args.turns} turns, torch threads={torch.get_num_threads()}")
+        print(
+            f"{args.model} on {args.env}: {args.episodes} episodes x up to {args.turns} turns, "
+            f"torch threads={torch.get_num_threads()}"
+        )
         for name, r in results.items():
-            print(f"  {name:10s} tokens={r['tokens']:5.0f} turns={r['turns']:3.0f} wall={r['seconds']:7.1f}s  tokens/s={r['tokens_per_s']:6.1f}")
+            print(
+                f"  {name:10s} tokens={r['tokens']:5.0f} turns={r['turns']:3.0f} wall={r['seconds']:7.1f}s  "
+                f"tokens/s={r['tokens_per_s']:6.1f}"
+            )
         ratio = results["batched"]["tokens_per_s"] / results["sequential"]["tokens_per_s"]
         print(f"  ratio batched/sequential tokens/s = {ratio:.2f}x")
         del engine  # it holds the model, which the update measurement may swap for another
@@ -270,9 +294,17 @@ def main() -> None:
         "decode_tokens": args.decode_tokens,
     }
     record["prefill_tokens_per_s"] = round(prefill_rate(model, vocab, args.batch, args.prompt_tokens), 2)
-    print(f"  prefill: {record['prefill_tokens_per_s']:,.1f} tokens/s ({args.batch} x {args.prompt_tokens} tokens)", flush=True)
-    record["decode_tokens_per_s"] = round(decode_rate(model, vocab, args.batch, args.prompt_tokens, args.decode_tokens), 2)
-    print(f"  decode:  {record['decode_tokens_per_s']:,.1f} tokens/s (batch {args.batch}, context {args.prompt_tokens})", flush=True)
+    print(
+        f"  prefill: {record['prefill_tokens_per_s']:,.1f} tokens/s ({args.batch} x {args.prompt_tokens} tokens)",
+        flush=True,
+    )
+    record["decode_tokens_per_s"] = round(
+        decode_rate(model, vocab, args.batch, args.prompt_tokens, args.decode_tokens), 2
+    )
+    print(
+        f"  decode:  {record['decode_tokens_per_s']:,.1f} tokens/s (batch {args.batch}, context {args.prompt_tokens})",
+        flush=True,
+    )
     if not args.no_train:
         if args.train_model and args.train_model != args.model:
             del model
@@ -286,9 +318,14 @@ def main() -> None:
         record["train_tokens_per_s"] = round(
             train_rate(model, pad_id, vocab, args.train_batch, args.train_tokens), 2
         )
-        record["train"] = "full fine-tune: forward, backward and AdamW step with fp32 master weights (comprl ActorTrainer)"
-        print(f"  train:   {record['train_tokens_per_s']:,.1f} tokens/s ({args.train_batch} x {args.train_tokens} tokens, "
-              f"{record['train_model']})", flush=True)
+        record["train"] = (
+            "full fine-tune: forward, backward and AdamW step with fp32 master weights (comprl ActorTrainer)"
+        )
+        print(
+            f"  train:   {record['train_tokens_per_s']:,.1f} tokens/s "
+            f"({args.train_batch} x {args.train_tokens} tokens, {record['train_model']})",
+            flush=True,
+        )
     if results:
         record["rollout"] = {
             "env": args.env, "episodes": args.episodes, "turns": args.turns, "max_new_tokens": args.max_new_tokens,

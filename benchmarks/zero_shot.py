@@ -5,7 +5,8 @@
 
 Episodes run in lockstep (one batched generation call per turn) on the evaluation seeds
 (``EVAL_SEED_OFFSET + i``: WebShop test goals, ALFWorld's out-of-distribution set), with the cpu profile's
-sampling (temperature 0.7, "<answer>" pre-filled; --constrained restricts replies to the admissible actions) and each env's own turn cap unless --max-turns is given.
+sampling (temperature 0.7, "<answer>" pre-filled; --constrained restricts replies to the admissible actions) and each
+env's own turn cap unless --max-turns is given.
 The last column names the valid actions the model played, most frequent first, with their share of its valid
 replies: RL can only reinforce actions that sampling ever produces.
 """

@@ -51,37 +51,87 @@ ATTEMPTS: dict[str, dict[str, Any]] = {
     "lit_lr2e-4": {"steps": 30, "env_id": "comprl/Room-Random-5x5-v0", "actor.learning_rate": 2e-4},
     # one update in the first 12 steps of lit_lr2e-4 (successes too rare in groups of 4): groups of 8 on the lit
     # Room, at the profile's temperature 0.7 and at 1.0 (more varied replies within a group, so more contrast)
-    "lit_g8": {"steps": 30, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1, "group_size": 8,
-               "actor.learning_rate": 2e-4},
-    "lit_g8_t1": {"steps": 30, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1, "group_size": 8,
-                  "actor.learning_rate": 2e-4, "rollout.temperature": 1.0},
+    "lit_g8": {
+        "steps": 30,
+        "env_id": "comprl/Room-Random-5x5-v0",
+        "batch_instances": 1,
+        "group_size": 8,
+        "actor.learning_rate": 2e-4,
+    },
+    "lit_g8_t1": {
+        "steps": 30,
+        "env_id": "comprl/Room-Random-5x5-v0",
+        "batch_instances": 1,
+        "group_size": 8,
+        "actor.learning_rate": 2e-4,
+        "rollout.temperature": 1.0,
+    },
     # The attempts above ran in float32; from here the profile runs in bfloat16 on this CPU (dtype="auto"), 2-3x
     # faster per step, so longer runs fit: groups of 8 on the lit Room for 40 steps at lr 2e-4 and 5e-4.
-    "lit_g8_s40": {"steps": 40, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1, "group_size": 8,
-                   "actor.learning_rate": 2e-4},
-    "lit_g8_lr5e-4_s40": {"steps": 40, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1, "group_size": 8,
-                          "actor.learning_rate": 5e-4},
+    "lit_g8_s40": {
+        "steps": 40,
+        "env_id": "comprl/Room-Random-5x5-v0",
+        "batch_instances": 1,
+        "group_size": 8,
+        "actor.learning_rate": 2e-4,
+    },
+    "lit_g8_lr5e-4_s40": {
+        "steps": 40,
+        "env_id": "comprl/Room-Random-5x5-v0",
+        "batch_instances": 1,
+        "group_size": 8,
+        "actor.learning_rate": 5e-4,
+    },
     # Both stopped after 19 / 15 steps: training success 0 on all but 2 steps. The model repeats its first reply
     # every turn, so the 8 rollouts of a group walk one direction and mostly fail alike; the updates it took taught
     # the format (invalid replies 0.5 -> 0.1) but not where to go. Next: 10 turns (random floor 0.18 instead of
     # 0.08 on 100 episodes) and -0.1 per invalid reply in the actor's advantages, at temperature 0.7 and 1.0.
-    "lit_g8_t10_inv": {"steps": 30, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1, "group_size": 8,
-                       "max_turns": 10, "actor.learning_rate": 2e-4, "actor.invalid_action_reward": -0.1},
-    "lit_g8_t10_inv_T1": {"steps": 30, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1, "group_size": 8,
-                          "max_turns": 10, "actor.learning_rate": 2e-4, "actor.invalid_action_reward": -0.1,
-                          "rollout.temperature": 1.0},
+    "lit_g8_t10_inv": {
+        "steps": 30,
+        "env_id": "comprl/Room-Random-5x5-v0",
+        "batch_instances": 1,
+        "group_size": 8,
+        "max_turns": 10,
+        "actor.learning_rate": 2e-4,
+        "actor.invalid_action_reward": -0.1,
+    },
+    "lit_g8_t10_inv_T1": {
+        "steps": 30,
+        "env_id": "comprl/Room-Random-5x5-v0",
+        "batch_instances": 1,
+        "group_size": 8,
+        "max_turns": 10,
+        "actor.learning_rate": 2e-4,
+        "actor.invalid_action_reward": -0.1,
+        "rollout.temperature": 1.0,
+    },
     # Both stopped (steps 17 and 19): invalid replies 0.5 -> 0 within 5-10 steps, then training success 0 on
     # every step but one. Sampled from the step-19 checkpoint of the T1 run, 8 held-out episodes: "north" on 78
     # of 80 turns, wherever the stairs were. The shaping rewards any valid reply, and "north" (the instruction's
     # example, first in the action list) was the model's most common one, so it won before any direction did.
     # At temperature 1.0 without shaping, successes (0.25-0.5 of a group on steps 3-8 of the T1 run) are the
     # only signal, so what is reinforced is what reached the stairs: lr 2e-4 and 5e-4.
-    "lit_g8_t10_T1": {"steps": 24, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1, "group_size": 8,
-                      "max_turns": 10, "actor.learning_rate": 2e-4, "rollout.temperature": 1.0},
-    "lit_g8_t10_T1_lr5e-4": {"steps": 24, "env_id": "comprl/Room-Random-5x5-v0", "batch_instances": 1,
-                             "group_size": 8, "max_turns": 10, "actor.learning_rate": 5e-4, "rollout.temperature": 1.0},
+    "lit_g8_t10_T1": {
+        "steps": 24,
+        "env_id": "comprl/Room-Random-5x5-v0",
+        "batch_instances": 1,
+        "group_size": 8,
+        "max_turns": 10,
+        "actor.learning_rate": 2e-4,
+        "rollout.temperature": 1.0,
+    },
+    "lit_g8_t10_T1_lr5e-4": {
+        "steps": 24,
+        "env_id": "comprl/Room-Random-5x5-v0",
+        "batch_instances": 1,
+        "group_size": 8,
+        "max_turns": 10,
+        "actor.learning_rate": 5e-4,
+        "rollout.temperature": 1.0,
+    },
     # lit_g8_t10_T1 stopped at step 21: invalid replies rose to 0.8-0.99, one update in 21 steps. lr 5e-4 (all 24
-    # steps) took 5 updates and ended at 0.22 held-out success: above zero-shot (0.06), level with random (0.19). Why no attempt
+    # steps) took 5 updates and ended at 0.22 held-out success: above zero-shot (0.06), level with random (0.19). Why no
+    # attempt
     # so far could learn where to go: `benchmarks/zero_shot.py --episodes 16 --max-turns 10` shows the untrained
     # model's valid replies are "north" 94% and "south" 6% on the lit Room (91% / 9% on Room-Ultimate), and with
     # the instruction's "for example <answer>north</answer>" removed it writes no valid reply at all (0/160). The
@@ -166,7 +216,10 @@ def table() -> None:
     rows = []
     for run_name, group in metrics.groupby("run", sort=False):
         train, evals = group[group.phase == "train"], group[group.phase == "eval"]
-        first, last = evals[evals.step == 0], evals[evals.step == evals.step.max()] if len(evals) > 1 else evals.iloc[0:0]
+        first, last = (
+            evals[evals.step == 0],
+            evals[evals.step == evals.step.max()] if len(evals) > 1 else evals.iloc[0:0],
+        )
         rows.append({
             "run": run_name,
             "steps": int(train.step.max()) if len(train) else 0,
