@@ -57,9 +57,16 @@ def test_round_trip_through_the_file(tmp_path, embedder):
     queries = unit_vectors(rng, 5)
     with ExperienceBank(path, embedder) as bank:
         assert bank.vss_enabled, "the vss extension should load offline from the duckdb-extension-vss wheel"
-        ids = bank.apply([add("keys", "Pick up the key first."), add("water", "Push a boulder into the river.")], step=0, task="t")
+        ids = bank.apply(
+            [add("keys", "Pick up the key first."), add("water", "Push a boulder into the river.")], step=0, task="t"
+        )
         bank.record_uses([ids[0], ids[0]], [True, False], step=1)
-        bank.apply([Write("update", targets=(ids[0],), entry=NewEntry("keys v2", "Key, then door."))], step=1, task="t", raw="<answer>")
+        bank.apply(
+            [Write("update", targets=(ids[0],), entry=NewEntry("keys v2", "Key, then door."))],
+            step=1,
+            task="t",
+            raw="<answer>",
+        )
         bank.log_rejection(step=2, task="t", reason="bad_json", raw="{oops")
         bank.apply([Write("discard", targets=(ids[1],))], step=2, task="t", origin="merge")
         bank.apply([add(f"filler {i}") for i in range(20)], step=3, task="u", embeddings=unit_vectors(rng, 20))
@@ -71,7 +78,9 @@ def test_round_trip_through_the_file(tmp_path, embedder):
         pd.testing.assert_frame_equal(bank.entries(include_deleted=True), entries)
         pd.testing.assert_frame_equal(bank.operations(), ops)
         assert len(bank) == live == 21
-        assert top_ids(bank.search_vectors(queries, k=3)) == hits == top_ids(bank.search_vectors(queries, k=3, exact=True))
+        assert (
+            top_ids(bank.search_vectors(queries, k=3)) == hits == top_ids(bank.search_vectors(queries, k=3, exact=True))
+        )
         assert bank.at_step(1)["title"].tolist() == ["water", "keys v2"]
     with pytest.raises(RuntimeError, match="closed"):
         len(bank)
@@ -135,7 +144,10 @@ def test_capacity_evicts_oldest_first(embedder):
         new = bank.apply([add("e3"), add("e4")], step=1, task="t", embeddings=unit_vectors(rng, 2))
         assert bank.entries()["id"].tolist() == [ids[2], *new]
         (merged,) = bank.apply(
-            [Write("update", targets=(ids[2], new[0]), entry=NewEntry("m", "merged"))], step=2, task="t", embeddings=unit_vectors(rng, 1)
+            [Write("update", targets=(ids[2], new[0]), entry=NewEntry("m", "merged"))],
+            step=2,
+            task="t",
+            embeddings=unit_vectors(rng, 1),
         )
         assert bank.entries()["id"].tolist() == [new[1], merged]  # 2 live, nothing to evict
         last = bank.apply([add("e5"), add("e6")], step=3, task="t", embeddings=unit_vectors(rng, 2))
@@ -156,17 +168,26 @@ def test_failed_batch_changes_nothing(embedder):
         bad_batches = {
             "deleted_target": [add("x"), Write("update", targets=(ids[1],), entry=NewEntry("y", "z"))],
             "missing_target": [add("x"), Write("discard", targets=(999,))],
-            "duplicate_target": [Write("discard", targets=(ids[0],)), Write("update", targets=(ids[0],), entry=NewEntry("y", "z"))],
+            "duplicate_target": [
+                Write("discard", targets=(ids[0],)),
+                Write("update", targets=(ids[0],), entry=NewEntry("y", "z")),
+            ],
             "empty_text": [add("x"), Write("add", entry=NewEntry("title", "  \n"))],
             "malformed_write": [add("x"), Write("add", targets=(ids[0],), entry=NewEntry("y", "z"))],
         }
         for reason, writes in bad_batches.items():
             with pytest.raises(BankWriteError) as caught:
-                bank.apply(writes, step=1, task="t", embeddings=unit_vectors(rng, sum(w.entry is not None for w in writes)))
+                bank.apply(
+                    writes, step=1, task="t", embeddings=unit_vectors(rng, sum(w.entry is not None for w in writes))
+                )
             assert caught.value.reason == reason and caught.value.write_index == 1
             pd.testing.assert_frame_equal(bank.entries(include_deleted=True), entries)
             pd.testing.assert_frame_equal(bank.operations(), ops)
-        for malformed in (Write("merge", targets=(ids[0],)), Write("discard"), Write("update", entry=NewEntry("y", "z"))):  # type: ignore[arg-type]
+        for malformed in (
+            Write("merge", targets=(ids[0],)),
+            Write("discard"),
+            Write("update", entry=NewEntry("y", "z")),
+        ):  # type: ignore[arg-type]
             with pytest.raises(BankWriteError, match="write 0") as caught:
                 bank.apply([malformed], step=1, task="t")
             assert caught.value.reason == "malformed_write"
@@ -176,7 +197,12 @@ def test_failed_batch_changes_nothing(embedder):
         bank.log_rejection(step=1, task="t", reason="bad_json", source="step1/group0", raw="[{'op': add")
         pd.testing.assert_frame_equal(bank.entries(include_deleted=True), entries)
         last = bank.operations().iloc[-1]
-        assert (last["op"], last["result"], last["raw"], last["source"]) == ("reject", "rejected:bad_json", "[{'op': add", "step1/group0")
+        assert (last["op"], last["result"], last["raw"], last["source"]) == (
+            "reject",
+            "rejected:bad_json",
+            "[{'op': add",
+            "step1/group0",
+        )
         assert len(bank.operations()) == len(ops) + 1
 
 
@@ -240,7 +266,9 @@ def test_hnsw_agrees_with_exact_search(embedder, monkeypatch):
         assert bank.vss_enabled
         fallbacks: list[int] = []  # queries answered by brute force although the index was asked
         exact_search = bank._exact_search
-        monkeypatch.setattr(bank, "_exact_search", lambda v, k, task: fallbacks.append(len(v)) or exact_search(v, k, task))
+        monkeypatch.setattr(
+            bank, "_exact_search", lambda v, k, task: fallbacks.append(len(v)) or exact_search(v, k, task)
+        )
         for start in range(0, n, 250):  # ids interleave the two tasks in blocks
             bank.apply(
                 [add(f"v{i}") for i in range(start, start + 250)],
@@ -266,7 +294,9 @@ def test_hnsw_agrees_with_exact_search(embedder, monkeypatch):
             for query, hits in zip(queries, fast):
                 assert len(hits) == 5
                 assert all(mask[h.entry.id - 1] and not h.entry.deleted for h in hits)
-                np.testing.assert_allclose([h.score for h in hits], [vectors[h.entry.id - 1] @ query for h in hits], atol=1e-5)
+                np.testing.assert_allclose(
+                    [h.score for h in hits], [vectors[h.entry.id - 1] @ query for h in hits], atol=1e-5
+                )
 
         check(None)
         check("a")
@@ -303,7 +333,12 @@ def test_hnsw_search_quality_survives_reopening_the_file(tmp_path, embedder):
     with ExperienceBank(path, embedder, index="hnsw") as bank:  # the default index is the exact in-memory one
         assert bank.vss_enabled
         for start in range(0, n, 500):
-            bank.apply([add(f"v{i}") for i in range(start, start + 500)], step=0, task="t", embeddings=vectors[start : start + 500])
+            bank.apply(
+                [add(f"v{i}") for i in range(start, start + 500)],
+                step=0,
+                task="t",
+                embeddings=vectors[start : start + 500],
+            )
         fresh = top1_agreement(bank)
     assert fresh >= 0.97, fresh
     with ExperienceBank(path, embedder, index="hnsw") as bank:
@@ -357,11 +392,19 @@ def _still_works(bank: ExperienceBank) -> None:
 
 BAD_INPUTS = {
     "surrogate in title": (lambda bank, seed: bank.apply([add("key \ud800")], step=1, task="t"), "bad_text"),
-    "surrogate in content": (lambda bank, seed: bank.apply([add("key", "use it \udfff")], step=1, task="t"), "bad_text"),
+    "surrogate in content": (
+        lambda bank, seed: bank.apply([add("key", "use it \udfff")], step=1, task="t"),
+        "bad_text",
+    ),
     "surrogate in task": (lambda bank, seed: bank.apply([add("key")], step=1, task="room\ud83d"), "bad_text"),
-    "target id >= 2**31": (lambda bank, seed: bank.apply([Write("discard", targets=(2**31,))], step=1, task="t"), "missing_target"),
+    "target id >= 2**31": (
+        lambda bank, seed: bank.apply([Write("discard", targets=(2**31,))], step=1, task="t"),
+        "missing_target",
+    ),
     "update of id >= 2**63": (
-        lambda bank, seed: bank.apply([Write("update", targets=(seed, 2**63), entry=NewEntry("a", "b"))], step=1, task="t"),
+        lambda bank, seed: bank.apply(
+            [Write("update", targets=(seed, 2**63), entry=NewEntry("a", "b"))], step=1, task="t"
+        ),
         "missing_target",
     ),
     "step >= 2**31 in apply": (lambda bank, seed: bank.apply([add("key")], step=2**31, task="t"), "bad_step"),

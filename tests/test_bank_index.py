@@ -79,7 +79,9 @@ def test_memory_search_equals_exact_search_through_every_kind_of_write(bank, tmp
     queries = unit_vectors(rng, 12)
     sql_searches: list[int] = []
     exact_search = bank._exact_search
-    monkeypatch.setattr(bank, "_exact_search", lambda v, k, task: sql_searches.append(len(v)) or exact_search(v, k, task))
+    monkeypatch.setattr(
+        bank, "_exact_search", lambda v, k, task: sql_searches.append(len(v)) or exact_search(v, k, task)
+    )
     bank.search_vectors(queries, k=3)
     assert bank.search_vectors(queries, k=3) == [[]] * len(queries) and not sql_searches  # empty bank, no SQL
 
@@ -94,7 +96,13 @@ def test_memory_search_equals_exact_search_through_every_kind_of_write(bank, tmp
     write(bank, rng, [Write("update", targets=tuple(ids["b"][:3]), entry=NewEntry("b012", "merged"))], "b", step=1)
     check(bank, queries)
     # discards, one of them emptying what is left of a task's first entries
-    write(bank, rng, [Write("discard", targets=tuple(ids["c"][:10])), Write("discard", targets=(ids["a"][1],))], "c", step=2)
+    write(
+        bank,
+        rng,
+        [Write("discard", targets=tuple(ids["c"][:10])), Write("discard", targets=(ids["a"][1],))],
+        "c",
+        step=2,
+    )
     check(bank, queries)
     # capacity (120): 77 live + 50 new evicts the 7 oldest live ones (of task a)
     write(bank, rng, [add(f"c-new{i}") for i in range(50)], "c", step=3)
@@ -252,11 +260,20 @@ def test_concurrent_writers_and_readers_see_only_committed_states(tmp_path):
 
         ops = bank.operations()
         born = {int(row.entry_id): int(row.seq) for row in ops.itertuples() if row.op in ("add", "update")}
-        died = {int(t): int(row.seq) for row in ops.itertuples() if row.op in ("update", "discard", "evict") for t in row.targets}
+        died = {
+            int(t): int(row.seq)
+            for row in ops.itertuples()
+            if row.op in ("update", "discard", "evict")
+            for t in row.targets
+        }
         assert seen, "the readers should have found entries"
         for entry_id, before, after in seen:
             assert born[entry_id] <= after, (entry_id, born[entry_id], after)  # written before the search ended
-            assert died.get(entry_id, after + 1) > before, (entry_id, died[entry_id], before)  # not gone before it began
+            assert died.get(entry_id, after + 1) > before, (
+                entry_id,
+                died[entry_id],
+                before,
+            )  # not gone before it began
         assert ops["op"].eq("evict").any(), "the writers should have filled the bank past its capacity"
         check(bank, queries_at_end)
         final = bank.search_vectors(queries_at_end, k=10)
@@ -286,7 +303,9 @@ def test_index_argument():
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def reference(store: dict[int, tuple[str, np.ndarray]], queries: np.ndarray, k: int, task: str | None) -> list[list[int]]:
+def reference(
+    store: dict[int, tuple[str, np.ndarray]], queries: np.ndarray, k: int, task: str | None
+) -> list[list[int]]:
     """Top-k ids by float64 cosine, computed elementwise (identical vectors get identical scores), ties by id."""
     items = sorted((i, v) for i, (t, v) in store.items() if task is None or t == task)
     if not items:

@@ -36,7 +36,10 @@ def test_a_valid_reply_is_applied_and_its_entries_recorded(track):
     raw = "<answer>\nADD Stairs first :: Walk to the > symbol.\nUPDATE 0 Older, fixed :: A corrected lesson.\n</answer>"
     sample = track.apply_output(_sample(), raw, [old], step=1, source="step1/episode0")
     assert len(sample.entry_ids) == 2 and sample.outcomes == []
-    assert track.bank.get(old).deleted and {track.bank.get(i).title for i in sample.entry_ids} == {"Stairs first", "Older, fixed"}
+    assert track.bank.get(old).deleted and {track.bank.get(i).title for i in sample.entry_ids} == {
+        "Stairs first",
+        "Older, fixed",
+    }
     assert track.bank.get(sample.entry_ids[1]).parents == (old,)
     stats = track.take_stats()
     assert stats["extractor_valid"] == 1 and stats["bank_writes_applied"] == 2 and stats["extractor_rejected"] == 0
@@ -76,7 +79,9 @@ def test_an_update_of_an_entry_deleted_meanwhile_is_rejected_by_the_bank(track):
 
 
 def test_distill_and_merge_with_a_real_model_account_for_every_reply(track, tiny_engine):
-    track.bank.apply([Write("add", entry=NewEntry(f"Lesson {i}", f"Content {i}.")) for i in range(6)], step=0, task=ROOM)
+    track.bank.apply(
+        [Write("add", entry=NewEntry(f"Lesson {i}", f"Content {i}.")) for i in range(6)], step=0, task=ROOM
+    )
     envs = [make(ROOM, max_turns=2) for _ in range(3)]
     torch.manual_seed(0)
     trajectories = run_episodes(

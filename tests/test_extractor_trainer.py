@@ -1,4 +1,5 @@
-"""The extractor trainer: credit from guided outcomes, the 64-sample buffer rule, and a real CISPO step on tiny-random."""
+"""The extractor trainer: credit from guided outcomes, the 64-sample buffer rule, and a real CISPO step on
+tiny-random."""
 
 from __future__ import annotations
 
@@ -25,7 +26,14 @@ def _samples(engine, n, step=1, temperature=1.0):
     torch.manual_seed(0)
     completions = engine.generate(prompts, SamplingParams(max_new_tokens=6, temperature=temperature))
     return [
-        ExtractorSample(kind="distill", step=step, entry_ids=(100 + i,), token_ids=s.token_ids, action_mask=s.action_mask, logprobs=s.logprobs)
+        ExtractorSample(
+            kind="distill",
+            step=step,
+            entry_ids=(100 + i,),
+            token_ids=s.token_ids,
+            action_mask=s.action_mask,
+            logprobs=s.logprobs,
+        )
         for i, s in enumerate(pack(prompts, completions))
     ]
 
@@ -40,7 +48,9 @@ def test_rewards_are_the_mean_outcome_of_the_trajectories_that_used_the_entry(fr
     a, b, c = _samples(engine, 3)
     trainer.add([a, b, c])
     assert trainer.ready == []
-    credited = trainer.credit([_guided(100, True), _guided(100, False), _guided(100, True), _guided(101, False)], step=2)
+    credited = trainer.credit(
+        [_guided(100, True), _guided(100, False), _guided(100, True), _guided(101, False)], step=2
+    )
     assert credited == 4
     assert a.reward == pytest.approx(1 / 3) and b.reward == -1.0 and trainer.ready == [a, b]
     # an entry nobody wrote through this trainer (e.g. written before it existed) is ignored
@@ -196,7 +206,9 @@ def test_the_buffer_keeps_the_newest_rewarded_samples_up_to_its_capacity(fresh):
     trainer = ExtractorTrainer(model, tokenizer.pad_token_id, ExtractorConfig(buffer_size=2, buffer_capacity=3))
     a, b, c, d, e = _samples(engine, 5)
     trainer.add([a, b, c, d, e])
-    trainer.credit([_guided(100, True), _guided(101, False), _guided(102, True), _guided(101, True), _guided(103, False)], step=2)
+    trainer.credit(
+        [_guided(100, True), _guided(101, False), _guided(102, True), _guided(101, True), _guided(103, False)], step=2
+    )
     # a entered first and was pushed out by d, untrained; b's second outcome did not move it
     assert trainer.ready == [b, c, d] and a.outcomes == [] and b.reward == 0.0
     assert trainer.pending == [e, b, c, d]

@@ -7,7 +7,8 @@ import inspect
 import pytest
 
 from comprl.experience.interface import Episode, ExperienceService, NullExperience, Outcome
-from comprl.experience.manager import ExperienceManager, RayExperienceManager
+from comprl.experience.manager import ExperienceManager
+from comprl.experience.ray_host import RayExperienceManager
 
 
 def test_every_experience_service_provides_the_protocol() -> None:
@@ -44,9 +45,10 @@ def test_a_single_string_where_a_sequence_belongs_is_refused(tmp_path, queries, 
 
     manager = ExperienceManager(make_config("smoke", method="comp_rl"), tmp_path / "bank.duckdb")
     try:
-        with pytest.raises(TypeError, match="sequence of their tasks"):
-            manager.search(queries, tasks)
-        with pytest.raises(ValueError, match="one task per query"):
-            manager.search(["a", "b"], ["t"])
+        for service in (manager, NullExperience()):  # both check their arguments alike (checked_search)
+            with pytest.raises(TypeError, match="sequence of their tasks"):
+                service.search(queries, tasks)
+            with pytest.raises(ValueError, match="one task per query"):
+                service.search(["a", "b"], ["t"])
     finally:
         manager.close()

@@ -81,7 +81,9 @@ def test_queries_are_batched_with_one_embedding_call_per_batch(tmp_path):
 
 def test_background_batcher_flushes_at_the_batch_size_and_after_the_wait(tmp_path):
     manager = ExperienceManager(
-        config(**{"experience.query_batch": 8, "experience.query_wait_ms": 50.0}), tmp_path / "bank.duckdb", background=True
+        config(**{"experience.query_batch": 8, "experience.query_wait_ms": 50.0}),
+        tmp_path / "bank.duckdb",
+        background=True,
     )
     add(manager.bank, ["a", "b", "c"])
     sizes = []
@@ -168,7 +170,9 @@ def test_tasks_share_one_bank_and_search_within_their_own(tmp_path):
 
 
 def test_credit_trains_the_extractor_on_its_own_schedule(tmp_path):
-    manager = ExperienceManager(config(**{"extractor.invalid_reward": None, "extractor.buffer_size": 2}), tmp_path / "bank.duckdb")
+    manager = ExperienceManager(
+        config(**{"extractor.invalid_reward": None, "extractor.buffer_size": 2}), tmp_path / "bank.duckdb"
+    )
     manager.submit([episode(i) for i in range(4)])
     written = [int(i) for i in manager.bank.entries()["id"]]
     assert written, "the tiny extractor's notes are valid additions"
@@ -188,7 +192,9 @@ def test_with_shared_weights_an_extractor_update_changes_the_actors_weights(tmp_
     })
     model, tokenizer = load_model(shared.model, seed=0)
     actor = ActorTrainer(model, tokenizer.pad_token_id, shared.actor)
-    manager = ExperienceManager(shared, tmp_path / "bank.duckdb", actor=actor, actor_engine=HFEngine(actor.model, tokenizer))
+    manager = ExperienceManager(
+        shared, tmp_path / "bank.duckdb", actor=actor, actor_engine=HFEngine(actor.model, tokenizer)
+    )
     assert manager.trainer.model is actor.model and manager.engine.model is actor.model  # no model of its own
     trained = [name for name, p in actor.model.named_parameters() if p.requires_grad]
     assert all("lora_" in name for name in trained) == (lora_rank > 0)  # the actor's one adapter, not a second
@@ -214,7 +220,9 @@ def test_the_extractor_starts_from_its_own_seed_and_leaves_the_callers_generator
         adapters.append({n: p.detach().clone() for n, p in manager.trainer.model.named_parameters() if "lora_A" in n})
         manager.close()
     assert adapters[0] and adapters[0].keys() == adapters[1].keys()
-    assert all(torch.equal(adapters[0][n], adapters[1][n]) for n in adapters[0])  # the seed alone, not the caller's state
+    assert all(
+        torch.equal(adapters[0][n], adapters[1][n]) for n in adapters[0]
+    )  # the seed alone, not the caller's state
 
 
 def test_shared_weights_are_refused_where_they_cannot_be_shared(tmp_path):
@@ -245,7 +253,9 @@ def test_the_extractor_shares_the_actors_frozen_base_only_where_results_cannot_c
     ):
         assert not make_config("cpu", method="comp_rl", **unshared).extractor_shares_base, unshared
     assert not make_config("cpu", method="baseline").extractor_shares_base
-    assert not config(**{"actor.lora_rank": 4, "extractor.lora_rank": 4}).extractor_shares_base  # tiny-random: seeded apart
+    assert not config(
+        **{"actor.lora_rank": 4, "extractor.lora_rank": 4}
+    ).extractor_shares_base  # tiny-random: seeded apart
 
 
 def test_a_run_whose_extractor_shares_the_actors_base_logs_what_a_run_with_two_copies_logs(tmp_path, monkeypatch):
@@ -263,11 +273,24 @@ def test_a_run_whose_extractor_shares_the_actors_base_logs_what_a_run_with_two_c
     monkeypatch.setattr(loop, "sharing_weights", lambda m: shared.append(m) or sharing_weights(m))
 
     def rows(share: bool):
-        run = loop.run_experiment(config(**{
-            "model": str(tmp_path / "model"), "extractor.model": str(tmp_path / "model"), "steps": 3, "eval_episodes": 2,
-            "actor.lora_rank": 4, "extractor.lora_rank": 4, "extractor.share_base": share, "extractor.buffer_size": 2,
-            "extractor.invalid_reward": None,
-        }), tmp_path / "runs", name=f"share_{share}", progress=False)
+        run = loop.run_experiment(
+            config(
+                **{
+                    "model": str(tmp_path / "model"),
+                    "extractor.model": str(tmp_path / "model"),
+                    "steps": 3,
+                    "eval_episodes": 2,
+                    "actor.lora_rank": 4,
+                    "extractor.lora_rank": 4,
+                    "extractor.share_base": share,
+                    "extractor.buffer_size": 2,
+                    "extractor.invalid_reward": None,
+                }
+            ),
+            tmp_path / "runs",
+            name=f"share_{share}",
+            progress=False,
+        )
         metrics = run.metrics()
         return metrics[[c for c in metrics.columns if not any(t in c for t in ("seconds", "per_second", "_ms_"))]]
 
@@ -321,7 +344,9 @@ def test_persisted_queue_is_picked_up_by_the_next_manager(tmp_path):
 
 def test_shutdown_in_the_middle_of_a_merge_leaves_a_consistent_bank(tmp_path):
     manager = ExperienceManager(
-        config(**{"extractor.merge_every": 1, "extractor.max_new_tokens": 32}), tmp_path / "bank.duckdb", background=True
+        config(**{"extractor.merge_every": 1, "extractor.max_new_tokens": 32}),
+        tmp_path / "bank.duckdb",
+        background=True,
     )
     add(manager.bank, [f"lesson {i}" for i in range(12)])
     manager.step_done(1)  # schedules a merge pass over 12 entries
@@ -359,7 +384,9 @@ def test_sixteen_threads_through_the_manager(tmp_path):
             n = rng.randint(0, 99999)
             write = Write("add", entry=NewEntry(f"writer{k}-{n}", f"body writer{k}-{n}"))
             if live and rng.random() < 0.3:
-                write = Write("update", targets=(rng.choice(live),), entry=NewEntry(f"writer{k}-{n}", f"body writer{k}-{n}"))
+                write = Write(
+                    "update", targets=(rng.choice(live),), entry=NewEntry(f"writer{k}-{n}", f"body writer{k}-{n}")
+                )
             elif live and rng.random() < 0.2:
                 write = Write("discard", targets=(rng.choice(live),))
             try:
@@ -427,7 +454,8 @@ CHILD = textwrap.dedent(
         n += 1
         vector = rng.normal(size=(1, 384)).astype("float32")
         (entry_id,) = bank.apply(
-            [Write("add", entry=NewEntry(f"t{n}", f"c{n}"))], step=n, task="comprl/Room-Ultimate-5x5-v0", embeddings=vector
+            [Write("add", entry=NewEntry(f"t{n}", f"c{n}"))], step=n, task="comprl/Room-Ultimate-5x5-v0",
+            embeddings=vector,
         )
         print(entry_id, flush=True)
     """
@@ -440,7 +468,9 @@ def test_acknowledged_writes_survive_sigkill(tmp_path):
     rng = random.Random(0)
     acknowledged: list[int] = []
     for round in range(10):
-        child = subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(round)], stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(path), str(round)], stdout=subprocess.PIPE, text=True
+        )
         for _ in range(rng.randint(1, 30)):
             acknowledged.append(int(child.stdout.readline()))
         os.kill(child.pid, signal.SIGKILL)

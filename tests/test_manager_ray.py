@@ -13,7 +13,8 @@ import torch
 from comprl import make_config, run_experiment
 from comprl.experience.bank import ExperienceBank
 from comprl.experience.interface import Episode, Outcome
-from comprl.experience.manager import ExperienceManager, RayExperienceManager, connect
+from comprl.experience.manager import ExperienceManager
+from comprl.experience.ray_host import RayExperienceManager, connect
 
 ray = pytest.importorskip("ray")
 
@@ -87,6 +88,15 @@ def test_the_ray_manager_and_the_in_process_manager_write_identical_banks(tmp_pa
     drive(remote)
     assert remote.flush(timeout=120)
     remote_stats = remote.stats()
+
+    @ray.remote
+    def elsewhere(client: RayExperienceManager) -> tuple[list, dict[str, float]]:
+        client.search_and_ask("where are the stairs?", ROOM)
+        return client.search(["reach the stairs"], [ROOM], record=False), client.stats()
+
+    # the client travels to other Ray processes as its actor's handle (rollout workers ask search_and_ask so)
+    found, asked = ray.get(elsewhere.remote(remote))
+    assert found[0] is not None and asked["manager_asks"] == 1 and asked["manager_search_queries"] == 2
     report = remote.close()
     assert report["error"] is None and report["drained"] == 0
 
@@ -110,7 +120,9 @@ def test_the_ray_manager_and_the_in_process_manager_write_identical_banks(tmp_pa
 
 
 def test_a_smoke_run_with_the_async_manager(tmp_path):
-    config = make_config("smoke", method="comp_rl", steps=2, **{"experience.mode": "async", "experience.fence": "flush"})
+    config = make_config(
+        "smoke", method="comp_rl", steps=2, **{"experience.mode": "async", "experience.fence": "flush"}
+    )
     run = run_experiment(config, output_dir=tmp_path, name="async", progress=False)
     train = run.metrics().query("phase == 'train'")
     assert len(train) == 2

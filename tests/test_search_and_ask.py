@@ -19,7 +19,16 @@ from comprl.envs import make
 from comprl.experience.interface import SEARCH_CLOSE, SEARCH_OPEN
 from comprl.llm import HFEngine, token_logprobs
 from comprl.llm.engine import Completion, SamplingParams
-from comprl.actor.rollout import NO_MATCH, SEARCH_RESULTS, RolloutConfig, Session, run_episodes, search_query, summarize, system_prompt
+from comprl.actor.rollout import (
+    NO_MATCH,
+    SEARCH_RESULTS,
+    RolloutConfig,
+    Session,
+    run_episodes,
+    search_query,
+    summarize,
+    system_prompt,
+)
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"
 ALFWORLD = "comprl/ALFWorld-v0"
@@ -201,7 +210,9 @@ def test_an_empty_bank_is_said_plainly(tiny_engine):
 
 def test_the_opening_tag_may_come_from_the_response_prefix(tiny_engine):
     config = dataclasses.replace(ROLLOUT, response_prefix=SEARCH_OPEN)
-    (t,), (env,), _, asker = play(tiny_engine, {(0, 0): f"where is the goal?{SEARCH_CLOSE}"}, max_turns=2, config=config)
+    (t,), (env,), _, asker = play(
+        tiny_engine, {(0, 0): f"where is the goal?{SEARCH_CLOSE}"}, max_turns=2, config=config
+    )
     assert asker.calls == [("where is the goal?", ROOM)] and t.asks == 1
     assert t.messages[2]["content"] == question("where is the goal?")
     # the sampled replies open the tag (prefix) but never close it: they are played as actions
@@ -231,7 +242,9 @@ def test_tool_turns_still_count_against_the_context_limit(tiny):
         played.step("<answer>north</answer>")
 
 
-def test_trajectories_with_tool_turns_hold_the_logprobs_of_a_fresh_pass(tiny, tiny_engine, assert_logprobs_match_fresh_pass):
+def test_trajectories_with_tool_turns_hold_the_logprobs_of_a_fresh_pass(
+    tiny, tiny_engine, assert_logprobs_match_fresh_pass
+):
     model, tokenizer = tiny
     script = {(0, 0): question("where?"), (0, 2): question("and now?"), (1, 1): question("which way?")}
     trajectories, _, _, asker = play(tiny_engine, script, env_ids=(ROOM, ROOM), max_turns=3)

@@ -29,11 +29,12 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from comprl.config import TRAINS_ACTOR, ExperimentConfig
-from comprl.llm import load_model, make_engine, resolve_dtype
 from comprl.actor.rollout import Trajectory, run_episodes
 from comprl.actor.trainer import ActorTrainer
+from comprl.config import TRAINS_ACTOR, ExperimentConfig
 from comprl.experience.interface import ExperienceService
+from comprl.llm import load_model, make_engine, resolve_dtype
+
 
 class RolloutWorker:
     """One worker: the actor's model (with the same LoRA layout as the learner) and envs for its rows."""
@@ -48,7 +49,8 @@ class RolloutWorker:
             backend=self.config.actor.backend,
         )
         # the learner's layout (LoRA adapters injected), so that its weights load by name; never stepped here
-        self.actor = ActorTrainer(model, tokenizer.pad_token_id, self.config.actor) if TRAINS_ACTOR[self.config.method] else None
+        trains = TRAINS_ACTOR[self.config.method]
+        self.actor = ActorTrainer(model, tokenizer.pad_token_id, self.config.actor) if trains else None
         self.engine = make_engine(self.config, self.actor.model if self.actor else model, tokenizer)
         mixture = self.config.mixture()
         self.envs = [mixture.make_envs(tasks[i], 1)[0] for i in self.rows]
@@ -71,7 +73,9 @@ class RolloutWorker:
 
         def retrieve(queries: Sequence[str]) -> list[Any]:
             if len(queries) != len(entries):
-                raise RuntimeError(f"worker {self.index}: {len(queries)} guided queries, but {len(entries)} entries were sent")
+                raise RuntimeError(
+                    f"worker {self.index}: {len(queries)} guided queries, but {len(entries)} entries were sent"
+                )
             return entries
 
         config = self.config
@@ -131,7 +135,9 @@ class RolloutWorkers:
         calls = []
         for worker, rows in zip(self._workers, self.rows):
             mine = [next(found) for i in rows if guided[i]]
-            calls.append(worker.play.remote(step, shared, list(seeds), list(groups), list(guided), mine, self._experience))
+            calls.append(
+                worker.play.remote(step, shared, list(seeds), list(groups), list(guided), mine, self._experience)
+            )
         trajectories: list[Trajectory] = []
         totals: dict[str, float] = {}
         for share, counters in self._ray.get(calls):

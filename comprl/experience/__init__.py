@@ -4,6 +4,11 @@ The actor side talks to it only through the :class:`~comprl.experience.interface
 (an :class:`~comprl.experience.manager.ExperienceManager` hosted by :func:`connect`, or the baseline's
 :class:`~comprl.experience.interface.NullExperience`) with :class:`~comprl.experience.interface.Episode` and
 :class:`~comprl.experience.interface.Outcome` records; nothing here imports the actor side.
+
+Modules: ``interface`` (the protocol and its records), ``bank`` (the store, its index and embedder),
+``extractor`` (prompts, the per-task track, the CISPO trainer), ``retrieval`` (which entry a query is shown),
+``manager`` (the background track that runs them), ``queue_file`` (episodes as JSON lines), ``ray_host``
+(:func:`connect` and the Ray client).
 """
 
 import importlib
@@ -11,8 +16,9 @@ from typing import Any
 
 _EXPORTS = {
     "ExperienceManager": "comprl.experience.manager",
-    "RayExperienceManager": "comprl.experience.manager",
-    "connect": "comprl.experience.manager",
+    "RayExperienceManager": "comprl.experience.ray_host",
+    "connect": "comprl.experience.ray_host",
+    "RetrievalPolicy": "comprl.experience.retrieval",
     "Episode": "comprl.experience.interface",
     "Outcome": "comprl.experience.interface",
     "ExperienceService": "comprl.experience.interface",

@@ -6,8 +6,9 @@
 - :data:`SEARCH_OPEN` and :data:`SEARCH_CLOSE`: the tags of the actor's mid-episode question (search_and_ask).
 - :class:`ExperienceService`: the calls the actor side makes. The in-process
   :class:`~comprl.experience.manager.ExperienceManager`, its Ray client
-  :class:`~comprl.experience.manager.RayExperienceManager` and :class:`NullExperience` (the baseline's) provide
-  them (``tests/test_interface.py`` checks their signatures against this protocol).
+  :class:`~comprl.experience.ray_host.RayExperienceManager` and :class:`NullExperience` (the baseline's) provide
+  them (``tests/test_interface.py`` checks their signatures against this protocol); :func:`checked_search` checks
+  the arguments of a search for each.
 """
 
 from __future__ import annotations
@@ -97,6 +98,20 @@ class ExperienceService(Protocol):
     def close(self) -> dict[str, Any]: ...
 
 
+def checked_search(
+    queries: Sequence[str], tasks: Sequence[str], seeds: Sequence[int] | None
+) -> tuple[list[str], list[str], list[int] | None]:
+    """The arguments of a batched search as lists, refused unless they hold one task (and seed) per query."""
+    if isinstance(queries, str) or isinstance(tasks, str):  # list("abc") would make three queries of one
+        raise TypeError("search takes a sequence of query texts and a sequence of their tasks, got a single str")
+    queries, tasks = list(queries), list(tasks)
+    if len(tasks) != len(queries):
+        raise ValueError(f"got {len(tasks)} tasks for {len(queries)} queries; accepted: one task per query")
+    if seeds is not None and len(seeds) != len(queries):
+        raise ValueError(f"got {len(seeds)} seeds for {len(queries)} queries; accepted: one seed per query")
+    return queries, tasks, None if seeds is None else [int(s) for s in seeds]
+
+
 class NullExperience:
     """The experience side of a method without one (``baseline``): every call does nothing, so the training step
     reads the same for every method. Searches find nothing, no episode is kept, nothing is written."""
@@ -104,7 +119,7 @@ class NullExperience:
     def search(
         self, queries: Sequence[str], tasks: Sequence[str], *, seeds: Sequence[int] | None = None, record: bool = True
     ) -> list[Entry | None]:
-        return [None] * len(queries)
+        return [None] * len(checked_search(queries, tasks, seeds)[0])
 
     def search_later(
         self, queries: Sequence[str], tasks: Sequence[str], *, seeds: Sequence[int] | None = None, record: bool = True

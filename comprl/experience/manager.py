@@ -1,8 +1,8 @@
-"""The experience manager: the paper's background track, one class hosted two ways.
+"""The experience manager: the paper's background track.
 
 :class:`ExperienceManager` owns everything on the experience side of a run (the bank file, the extractor model
-with its prompts and validation, the CISPO trainer and its sample buffer, merging, retrieval) and offers the actor
-side one small interface:
+with its prompts and validation, the CISPO trainer and its sample buffer, merging, retrieval through
+:class:`~comprl.experience.retrieval.RetrievalPolicy`) and offers the actor side one small interface:
 
 - :meth:`~ExperienceManager.search` — batched retrieval, one entry per query (or per task instance);
 - :meth:`~ExperienceManager.submit` — finished episodes for the extractor to distil;
@@ -12,10 +12,10 @@ side one small interface:
 - :meth:`~ExperienceManager.search_and_ask` — the actor's mid-episode question, answered by the extractor;
 - :meth:`~ExperienceManager.stats` and :meth:`~ExperienceManager.close`.
 
-:func:`connect` hosts it as ``ExperienceConfig.mode`` says. ``"sync"``: in the caller's process, every call done
-before it returns (the reference behaviour). ``"async"``: a Ray actor in its own process
-(:class:`RayExperienceManager` is the client), where a background thread drains the distillation queue, runs the
-merges and trains the extractor whenever its buffer is full, while searches are batched (at most
+:func:`comprl.experience.connect` hosts it as ``ExperienceConfig.mode`` says (:mod:`comprl.experience.ray_host`).
+``"sync"``: in the caller's process, every call done before it returns (the reference behaviour). ``"async"``:
+a Ray actor in its own process (``background=True``), where a background thread drains the distillation queue,
+runs the merges and trains the extractor whenever its buffer is full, while searches are batched (at most
 ``query_batch`` queries or ``query_wait_ms`` after the first, one embedding call per batch) and run on
 ``search_workers`` threads under the bank's read lock. A search never waits for distillation: the bank's
 writer-priority lock is held by a write only while its rows are written, never while the extractor generates.
@@ -23,49 +23,29 @@ writer-priority lock is held by a write only while its rows are written, never w
 
 from __future__ import annotations
 
-import json
-import math
 import os
-import re
 import threading
 import time
 from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-import numpy as np
 import torch
 from transformers import PreTrainedModel
 
 from comprl import console
 from comprl.checkpoint import load_torch, writing
 from comprl.config import TRAINS_EXTRACTOR, ExperimentConfig
-from comprl.experience.bank import Embedder, Entry, ExperienceBank, Hit
-from comprl.experience.interface import Episode, ExperienceService, Outcome
+from comprl.experience.bank import Embedder, Entry, ExperienceBank
+from comprl.experience.interface import Episode, Outcome, checked_search
+from comprl.experience.queue_file import queue_path, read_episodes, write_episodes
 from comprl.experience.extractor.trainer import ExtractorSample, ExtractorTrainer
 from comprl.experience.extractor.track import ExperienceTrack
+from comprl.experience.retrieval import Query, RetrievalPolicy
 from comprl.llm import HFEngine, load_model, load_tokenizer, resolve_dtype
 from comprl.policy_gradient import PolicyGradientTrainer
-
-_SEED_IN_SOURCE = re.compile(r"/seed(-?\d+)$")
-
-
-@dataclass
-class _Query:
-    text: str
-    task: str
-    seed: int | None
-    record: bool
-    result: Future
-
-
-def queue_path(bank_path: str | Path) -> Path:
-    """Where ``close`` persists undistilled episodes (``shutdown="persist"``) for a resumed run."""
-    return Path(f"{bank_path}.queue.jsonl")
-
 
 class ExperienceManager:
     """The experience side of one run, behind the interface the actor side calls.
@@ -84,8 +64,9 @@ class ExperienceManager:
         actor, actor_engine: with ``extractor.share_actor`` (and only then), the actor's trainer and generation
             engine: the extractor is then ``actor.model`` (no model of its own is loaded), generating with the
             tokenizer of ``actor_engine``, and its CISPO trainer updates the actor's weights with an optimiser of
-            its own (:class:`~comprl.policy_gradient.PolicyGradientTrainer`, ``weights_of``); after each extractor update the actor's
-            engine drops its prefix cache too. Sync only: the actor and the extractor take turns in one process.
+            its own (:class:`~comprl.policy_gradient.PolicyGradientTrainer`, ``weights_of``); after each
+            extractor update the actor's engine drops its prefix cache too. Sync only: the actor and the
+            extractor take turns in one process.
         model: the extractor's model, loaded by the caller (with ``extractor.share_base``, a copy of the actor's
             module tree over its frozen base weights, :func:`comprl.llm.sharing_weights`); loaded here when None.
     """
@@ -111,8 +92,6 @@ class ExperienceManager:
             console.quiet_libraries()
         self.config = config
         self.background = background
-        self._clock = clock
-        self._rng = np.random.default_rng([config.seed, 7])  # retrieval dropout
         # The extractor initialises its adapters and samples from its own torch random state, so that what it writes
         # depends on its inputs and the seed alone, not on the host (sync or Ray), and a manager in the actor's
         # process (sync) leaves the actor's sampling as it would be without it.
@@ -123,15 +102,20 @@ class ExperienceManager:
             queue_path(bank_path).unlink(missing_ok=True)  # persisted after the checkpoint: its episodes come again
         if config.extractor.share_actor:
             if actor is None or actor_engine is None:
-                raise ValueError("extractor.share_actor=True: pass the actor's trainer and engine (actor=, actor_engine=)")
+                raise ValueError(
+                    "extractor.share_actor=True: pass the actor's trainer and engine (actor=, actor_engine=)"
+                )
             if background:
                 raise ValueError(
-                    "extractor.share_actor=True needs the in-process manager (background=False, experience.mode='sync'):"
-                    " the actor's weights cannot be trained by a background thread or another process"
+                    "extractor.share_actor=True needs the in-process manager (background=False, "
+                    "experience.mode='sync'): the actor's weights cannot be trained by a background thread or "
+                    "another process"
                 )
             model, tokenizer = actor.model, actor_engine.tokenizer
         elif actor is not None or actor_engine is not None:
-            raise ValueError("actor= and actor_engine= are for extractor.share_actor=True, which this config leaves off")
+            raise ValueError(
+                "actor= and actor_engine= are for extractor.share_actor=True, which this config leaves off"
+            )
         elif model is not None:  # loaded by the caller, e.g. over the actor's frozen base (extractor.share_base)
             tokenizer = load_tokenizer(config.extractor.model)
         else:
@@ -146,7 +130,8 @@ class ExperienceManager:
                 if TRAINS_EXTRACTOR[config.method] else None
             )
         self.engine = HFEngine(
-            self.trainer.model if self.trainer else model, tokenizer, adapter_dtype=config.extractor.generation_adapter_dtype
+            self.trainer.model if self.trainer else model, tokenizer,
+            adapter_dtype=config.extractor.generation_adapter_dtype,
         )
         self._actor_engine = actor_engine
         self.bank = ExperienceBank(
@@ -154,12 +139,9 @@ class ExperienceManager:
             use_vss=config.bank.use_vss, index=config.bank.index,
         )
         self._tracks: dict[str, ExperienceTrack] = {}
-        self._rank_lock = threading.Lock()  # recency state and the dropout generator
-        self._last_retrieved: dict[int, float] = {}
-        self._retrievals: dict[int, int] = {}  # the official retrieve_count, from the bank's use count on first sight
-        self._warm: set[str] = set()
-        self._origins: dict[int, frozenset[int]] = {}
-        self._origins_seen = 0
+        self.retrieval = RetrievalPolicy(
+            config, self.bank, clock=clock, wait_for_distillation=self._wait_for_distillation
+        )
         self._step = 0
 
         self._cv = threading.Condition()
@@ -172,7 +154,6 @@ class ExperienceManager:
         self._closing = False
         self._counts: Counter = Counter()  # since the last stats()
         self._totals: Counter = Counter()  # taken by stats() before
-        self._timers: Counter = Counter()
         self._updates: list[dict[str, float]] = []
         self._gauges: dict[str, float] = {}
         self._error: BaseException | None = None
@@ -182,12 +163,12 @@ class ExperienceManager:
             self._load_checkpoint(Path(checkpoint))
         restored = queue_path(bank_path)
         if restored.is_file():
-            episodes = _read_episodes(restored)
+            episodes = read_episodes(restored)
             self._queue.extend(episodes)
             self._counts["manager_restored"] += len(episodes)
             restored.unlink()
 
-        self._pending: deque[_Query] = deque()
+        self._pending: deque[Query] = deque()
         self._worker = self._batcher = self._searchers = None
         if background:
             self._searchers = ThreadPoolExecutor(exp.search_workers, thread_name_prefix="comprl-search")
@@ -220,17 +201,11 @@ class ExperienceManager:
             record: a training search (recency and dropout apply, and the shown entries count as recently
                 retrieved); False for evaluation, whose result then depends only on the bank.
         """
-        if isinstance(queries, str) or isinstance(tasks, str):
-            raise TypeError("search takes a sequence of query texts and a sequence of their tasks, got a single str")
-        queries, tasks = list(queries), list(tasks)
-        if len(tasks) != len(queries):
-            raise ValueError(f"got {len(tasks)} tasks for {len(queries)} queries; accepted: one task per query")
-        if seeds is not None and len(seeds) != len(queries):
-            raise ValueError(f"got {len(seeds)} seeds for {len(queries)} queries")
+        queries, tasks, seeds = checked_search(queries, tasks, seeds)
         if not queries:
             return []
         started = time.perf_counter()
-        gated = {task for task in dict.fromkeys(tasks) if not self._warmed_up(task)}
+        gated = {task for task in dict.fromkeys(tasks) if not self.retrieval.warmed_up(task)}
         if gated:
             self._count(manager_search_gated=sum(task in gated for task in tasks))
         searched = [i for i, task in enumerate(tasks) if task not in gated]
@@ -238,11 +213,9 @@ class ExperienceManager:
             return [None] * len(queries)
         first: dict[Any, int] = {}
         shared = seeds is not None and self.config.bank.per_instance
-        slots = {i: first.setdefault((tasks[i], int(seeds[i])) if shared else i, i) for i in searched}
+        slots = {i: first.setdefault((tasks[i], seeds[i]) if shared else i, i) for i in searched}
         asked = sorted(set(slots.values()))
-        jobs = [
-            _Query(queries[i], tasks[i], None if seeds is None else int(seeds[i]), record, Future()) for i in asked
-        ]
+        jobs = [Query(queries[i], tasks[i], None if seeds is None else seeds[i], record, Future()) for i in asked]
         if self.background:
             with self._cv:
                 self._pending.extend(jobs)
@@ -263,25 +236,6 @@ class ExperienceManager:
         result.set_result(self.search(queries, tasks, seeds=seeds, record=record))
         return result
 
-    def _warmed_up(self, task: str) -> bool:
-        """The warm-up gate: the task's bank holds ``warmup`` entries (waiting for distillation in flight)."""
-        warmup = self.config.experience.warmup
-        if task in self._warm or warmup == 0:
-            return True
-        deadline = time.monotonic() + self.config.experience.warmup_wait_s
-        while True:
-            live = self.bank.entries()
-            if int((live["task"] == task).sum()) >= warmup:
-                self._warm.add(task)
-                return True
-            with self._cv:
-                in_flight = self.background and (self._queue or self._busy) and not self._closing
-                left = deadline - time.monotonic()
-                if not in_flight or left <= 0:
-                    return False
-                self._counts["manager_warmup_waits"] += 1
-                self._cv.wait(min(left, 1.0))
-
     def _batch_loop(self) -> None:
         """Flush pending queries at ``query_batch`` of them or ``query_wait_ms`` after the first, to a worker."""
         size, wait = self.config.experience.query_batch, self.config.experience.query_wait_ms / 1000
@@ -297,21 +251,10 @@ class ExperienceManager:
                 batch = [self._pending.popleft() for _ in range(min(size, len(self._pending)))]
             self._searchers.submit(self._run_batch, batch)
 
-    def _run_batch(self, batch: list[_Query]) -> None:
-        """One embedding call for the batch, one bank search per task in it, then the re-ranking."""
+    def _run_batch(self, batch: list[Query]) -> None:
+        """Answer a batch of queries (:meth:`RetrievalPolicy.choose`), handing each its entry or the error."""
         try:
-            vectors = self.bank.embedder.encode([q.text for q in batch])
-            pools: list[list[Hit]] = [[] for _ in batch]
-            for task in {q.task for q in batch}:
-                rows = [i for i, q in enumerate(batch) if q.task == task]
-                for i, hits in zip(rows, self.bank.search_vectors(vectors[rows], k=self.config.bank.candidates, task=task)):
-                    pools[i] = hits
-            if self.config.bank.exclude_own_seed:
-                origins = self._entry_origins()
-                pools = [[h for h in hits if q.seed not in origins.get(h.entry.id, ())] for q, hits in zip(batch, pools)]
-            with self._rank_lock:
-                chosen = self._rerank(batch, pools)
-            for query, entry in zip(batch, chosen):
+            for query, entry in zip(batch, self.retrieval.choose(batch)):
                 query.result.set_result(entry)
             self._count(manager_search_batches=1, manager_embedding_calls=1)
         except BaseException as error:  # the waiting callers get the error instead of hanging
@@ -319,51 +262,17 @@ class ExperienceManager:
                 if not query.result.done():
                     query.result.set_exception(error)
 
-    def _rerank(self, batch: list[_Query], pools: list[list[Hit]]) -> list[Entry | None]:
-        """Pick one entry per query from its candidate pool (``BankConfig.rerank``; callers hold ``_rank_lock``)."""
-        bank = self.config.bank
-        now = self._clock()
-        shown: set[int] = set()
-        chosen: list[Entry | None] = []
-        for query, hits in zip(batch, pools):
-            if not hits:
-                chosen.append(None)
-                continue
-            if bank.rerank == "batch":
-                popularity = [bank.diversity_lambda * math.log1p(h.entry.uses) for h in hits]
-                scores = [h.score - p - (h.entry.id in shown) for h, p in zip(hits, popularity)]
-                order = sorted(range(len(hits)), key=lambda i: -scores[i])
-            else:
-                counts = [self._retrievals.setdefault(h.entry.id, h.entry.uses) for h in hits]
-                popularity = [bank.diversity_lambda * math.log1p(c) for c in counts]
-                recent = [query.record and now - self._last_retrieved.get(h.entry.id, -math.inf) <= bank.recent_seconds for h in hits]
-                scores = [-rank - p - r for rank, (p, r) in enumerate(zip(popularity, recent))]
-                order = sorted(range(len(hits)), key=lambda i: -scores[i])
-                if recent[order[0]] and len(order) > 1 and self._rng.random() < bank.dropout:
-                    order = order[1:] + order[:1]
-            entry = hits[order[0]].entry
-            chosen.append(entry)
-            shown.add(entry.id)
-            if query.record:
-                self._last_retrieved[entry.id] = now
-                self._retrievals[entry.id] = self._retrievals.get(entry.id, entry.uses) + 1
-        return chosen
+    def _wait_for_distillation(self, seconds: float) -> bool:
+        """The warm-up gate's wait: up to ``seconds`` (at most one) while the extractor has work in progress;
+        False at once when it has none (sync mode never has: its work is done before each call returns)."""
+        with self._cv:
+            in_flight = self.background and (self._queue or self._busy) and not self._closing
+            if not in_flight or seconds <= 0:
+                return False
+            self._counts["manager_warmup_waits"] += 1
+            self._cv.wait(min(seconds, 1.0))
+            return True
 
-    def _entry_origins(self) -> dict[int, frozenset[int]]:
-        """Seeds of the episodes each entry was distilled from, merged entries inheriting their parents'."""
-        ops = self.bank.operations()
-        for row in ops.iloc[self._origins_seen :].itertuples():
-            if row.entry_id is None or (isinstance(row.entry_id, float) and math.isnan(row.entry_id)):
-                continue
-            seeds: set[int] = set()
-            match = _SEED_IN_SOURCE.search(row.source or "") if isinstance(row.source, str) else None
-            if match:
-                seeds.add(int(match.group(1)))
-            for parent in row.targets or ():
-                seeds |= self._origins.get(parent, frozenset())
-            self._origins[int(row.entry_id)] = self._origins.get(int(row.entry_id), frozenset()) | seeds
-        self._origins_seen = len(ops)
-        return self._origins
 
     # -----------------------------------------------------------------------------------------------------
     # Episodes in, credit, the step boundary
@@ -467,8 +376,7 @@ class ExperienceManager:
             self._process(*work)
 
     def _work_loop(self) -> None:
-        # The extractor yields its core to the search threads: embedding a batch next to a generating extractor on
-        # one core took 2.2x as long at normal priority, and as long as alone at nice 19 (benchmarks, latency.py).
+        # The extractor runs at the lowest priority, so that a search sharing its core is not slowed by generation.
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         while True:
             with self._cv:
@@ -499,7 +407,9 @@ class ExperienceManager:
             yield
             self._torch_rng = torch.get_rng_state()
 
-    def _process(self, outcomes: list[tuple[list[Outcome], int]], merge_step: int | None, episodes: list[Episode]) -> None:
+    def _process(
+        self, outcomes: list[tuple[list[Outcome], int]], merge_step: int | None, episodes: list[Episode]
+    ) -> None:
         with self._extractor():
             samples: list[ExtractorSample] = []
             if self.trainer is not None:
@@ -553,7 +463,10 @@ class ExperienceManager:
         if entry is not None:
             with self._extractor():
                 answer = self._track(task).refine(entry, query)
-        self._count(manager_asks=1, manager_asks_answered=answer is not None, manager_ask_seconds=time.perf_counter() - started)
+        self._count(
+            manager_asks=1, manager_asks_answered=answer is not None,
+            manager_ask_seconds=time.perf_counter() - started,
+        )
         return answer
 
     def stats(self) -> dict[str, float]:
@@ -566,7 +479,8 @@ class ExperienceManager:
             metrics = {k: float(v) for k, v in counts.items()}
             metrics["manager_queue"] = float(len(self._queue))
         metrics.setdefault("manager_search_queries", 0.0)
-        metrics["retrieval_ms_per_query"] = 1000 * metrics.get("manager_search_seconds", 0.0) / max(metrics["manager_search_queries"], 1)
+        queries = max(metrics["manager_search_queries"], 1)
+        metrics["retrieval_ms_per_query"] = 1000 * metrics.get("manager_search_seconds", 0.0) / queries
         metrics.update(self._gauges)
         if updates:  # the metrics of the latest batch of updates, and how many updates there were in all
             metrics.update({f"extractor_{k}": v for k, v in updates[-1].items()})
@@ -584,7 +498,7 @@ class ExperienceManager:
         report: dict[str, Any] = {"drained": 0, "persisted": 0}
         with self._cv:
             if persist and self._queue:
-                _write_episodes(queue_path(self.bank.path), self._queue)
+                write_episodes(queue_path(self.bank.path), self._queue)
                 report["persisted"] = len(self._queue)
                 self._queue.clear()
             report["drained"] = len(self._queue)
@@ -630,21 +544,16 @@ class ExperienceManager:
                 raise
             queue, merges = list(self._queue), list(self._merges)
             outcomes = [([(o.entry_id, o.success) for o in batch], step) for batch, step in self._outcomes]
-            state = {"step": self._step, "warm": set(self._warm), "outcomes": outcomes, "merges": merges}
+            warm = set(self.retrieval.warm)
+            state = {"step": self._step, "warm": warm, "outcomes": outcomes, "merges": merges}
         try:
-            with self._rank_lock:
-                now = self._clock()
-                state["retrieval"] = {
-                    "dropout_rng": self._rng.bit_generator.state,
-                    "ages": {entry: now - t for entry, t in self._last_retrieved.items()},
-                    "counts": dict(self._retrievals),
-                }
+            state["retrieval"] = self.retrieval.state_dict()
             state["extractor_rng"] = self._torch_rng
             state["trainer"] = None if self.trainer is None else self.trainer.state_dict()
             with writing(directory / "bank.duckdb"):
                 self.bank.snapshot(directory / "bank.duckdb")
             with writing(directory / "queue.jsonl"):
-                _write_episodes(directory / "queue.jsonl", queue)
+                write_episodes(directory / "queue.jsonl", queue)
             with writing(directory / "manager.pt"):
                 torch.save(state, directory / "manager.pt")
         finally:
@@ -657,20 +566,18 @@ class ExperienceManager:
         tensors, plain data and extractor samples only (:func:`comprl.checkpoint.load_torch`)."""
         state = load_torch(directory / "manager.pt", classes=[ExtractorSample])
         if (self.trainer is None) != (state["trainer"] is None):
-            raise ValueError(f"checkpoint {directory} was written by a run that {'did not train' if self.trainer else 'trained'} its extractor")
+            trained = "did not train" if self.trainer else "trained"
+            raise ValueError(f"checkpoint {directory} was written by a run that {trained} its extractor")
         if self.trainer is not None:
             self.trainer.load_state_dict(state["trainer"])
             self.engine.sync_weights()
-        self._step, self._warm = state["step"], set(state["warm"])
+        self._step = state["step"]
+        self.retrieval.warm = set(state["warm"])
         self._outcomes = [([Outcome(*o) for o in batch], step) for batch, step in state["outcomes"]]
         self._merges = deque(state["merges"])
-        self._queue.extend(_read_episodes(directory / "queue.jsonl"))
+        self._queue.extend(read_episodes(directory / "queue.jsonl"))
         self._torch_rng = state["extractor_rng"]
-        retrieval = state["retrieval"]
-        self._rng.bit_generator.state = retrieval["dropout_rng"]
-        now = self._clock()
-        self._last_retrieved = {entry: now - age for entry, age in retrieval["ages"].items()}
-        self._retrievals = dict(retrieval["counts"])
+        self.retrieval.load_state_dict(state["retrieval"])
 
     def _count(self, **values: float) -> None:
         with self._cv:
@@ -679,162 +586,3 @@ class ExperienceManager:
     def _raise_background_error(self) -> None:
         if self._error is not None:
             raise RuntimeError(f"the experience manager's background thread failed: {self._error!r}") from self._error
-
-
-def _write_episodes(path: Path, episodes: Sequence[Episode]) -> None:
-    """Episodes as JSON lines (a persisted queue, a checkpoint's queue)."""
-    path.write_text("".join(json.dumps(asdict(e)) + "\n" for e in episodes))
-
-
-_EPISODE_FIELDS = {
-    "task": str, "seed": int, "step": int, "index": int, "instruction": str, "messages": list, "success": bool,
-    "guided": bool, "experience_ids": list,
-}
-
-
-def _read_episodes(path: Path) -> list[Episode]:
-    """The episodes :func:`_write_episodes` wrote; a line that is not one is refused, naming the file and line."""
-    try:
-        lines = path.read_text().splitlines()
-    except UnicodeDecodeError as error:
-        raise ValueError(f"queue file {path} is not UTF-8 text ({error}); it holds one JSON episode per line") from None
-    episodes = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as error:
-            problem = f"is not JSON ({error})"
-        else:
-            problem = _not_an_episode(data)
-        if problem:
-            fields = ", ".join(f"{name} ({kind.__name__})" for name, kind in _EPISODE_FIELDS.items())
-            raise ValueError(
-                f"queue file {path}, line {number}: {problem}; accepted: one JSON object per line with {fields}"
-            )
-        data.update(messages=tuple(data["messages"]), experience_ids=tuple(data["experience_ids"]))
-        episodes.append(Episode(**data))
-    return episodes
-
-
-def _not_an_episode(data: Any) -> str | None:
-    """What keeps one parsed line of a queue file from being an :class:`Episode`; None when nothing does."""
-    if not isinstance(data, dict):
-        return f"is a JSON {type(data).__name__}, not an object"
-    if missing := sorted(set(_EPISODE_FIELDS) - set(data)):
-        return f"lacks {', '.join(missing)}"
-    if unknown := sorted(set(data) - set(_EPISODE_FIELDS)):
-        return f"has unknown fields {', '.join(unknown)}"
-    for name, kind in _EPISODE_FIELDS.items():
-        if not isinstance(data[name], kind) or (kind is int and isinstance(data[name], bool)):
-            return f"has {name}={data[name]!r}, not a {kind.__name__}"
-    if not all(isinstance(m, dict) and {"role", "content"} <= set(m) and all(isinstance(v, str) for v in m.values())
-               for m in data["messages"]):
-        return "has a message that is not an object of strings with a role and a content"
-    if not all(type(i) is int for i in data["experience_ids"]):
-        return "has experience_ids that are not all ints"
-    return None
-
-
-class RayExperienceManager:
-    """Client of an :class:`ExperienceManager` running as a Ray actor in its own process (``mode="async"``).
-
-    Joins ``experience.ray_address`` (None: starts Ray on this machine, offline) and calls the same methods;
-    ``submit``, ``credit`` and ``step_done`` return as soon as the work is queued there.
-    """
-
-    def __init__(
-        self, config: ExperimentConfig, bank_path: str | Path, *, device: str = "cpu", checkpoint: str | Path | None = None
-    ) -> None:
-        try:
-            import ray
-        except ImportError as error:  # pragma: no cover - ray is a core dependency
-            raise ImportError("experience.mode='async' needs Ray: pip install 'ray>=2.40'") from error
-        self._ray = ray
-        if not ray.is_initialized():
-            ray.init(address=config.experience.ray_address, include_dashboard=False, log_to_driver=True, logging_level="ERROR")
-        cores = len(config.experience.manager_cores) or 1
-        remote = ray.remote(ExperienceManager).options(
-            num_cpus=cores, max_concurrency=config.experience.search_workers + 4, name=None
-        )
-        checkpoint = None if checkpoint is None else str(checkpoint)
-        self._handle = remote.remote(config, str(bank_path), device=device, background=True, checkpoint=checkpoint)
-        ray.get(self._handle.ready.remote())
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Only the actor handle travels, so that the client works in other Ray processes of the run (the rollout
-        workers ask search_and_ask through it)."""
-        return {"_handle": self._handle}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        import ray
-
-        self._ray, self._handle = ray, state["_handle"]
-
-    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        return self._ray.get(getattr(self._handle, name).remote(*args, **kwargs))
-
-    def search(
-        self, queries: Sequence[str], tasks: Sequence[str], *, seeds: Sequence[int] | None = None, record: bool = True
-    ) -> list[Entry | None]:
-        return self._ray.get(self._search(queries, tasks, seeds, record))
-
-    def search_later(
-        self, queries: Sequence[str], tasks: Sequence[str], *, seeds: Sequence[int] | None = None, record: bool = True
-    ) -> Future:
-        """:meth:`search` running in the manager's process while the caller goes on."""
-        return self._search(queries, tasks, seeds, record).future()
-
-    def _search(self, queries: Sequence[str], tasks: Sequence[str], seeds: Sequence[int] | None, record: bool) -> Any:
-        if isinstance(queries, str) or isinstance(tasks, str):  # list("abc") would make three queries of one
-            raise TypeError("search takes a sequence of query texts and a sequence of their tasks, got a single str")
-        seeds = None if seeds is None else list(seeds)
-        return self._handle.search.remote(list(queries), list(tasks), seeds=seeds, record=record)
-
-    def submit(self, episodes: Sequence[Episode]) -> int:
-        return self._call("submit", list(episodes))
-
-    def credit(self, outcomes: Sequence[Outcome], step: int) -> None:
-        self._call("credit", list(outcomes), step)
-
-    def fence(self) -> None:
-        self._call("fence")
-
-    def step_done(self, step: int) -> None:
-        self._call("step_done", step)
-
-    def flush(self, timeout: float | None = None) -> bool:
-        return self._call("flush", timeout)
-
-    def search_and_ask(self, query: str, task: str) -> str | None:
-        return self._call("search_and_ask", query, task)
-
-    def stats(self) -> dict[str, float]:
-        return self._call("stats")
-
-    def save_checkpoint(self, directory: str | Path) -> None:
-        """Written by the manager's process: ``directory`` must be a path it can reach (shared storage on a cluster)."""
-        self._call("save_checkpoint", str(directory))
-
-    def close(self) -> dict[str, Any]:
-        report = self._call("close")
-        self._ray.kill(self._handle)
-        return report
-
-
-def connect(
-    config: ExperimentConfig, bank_path: str | Path, *, device: str = "cpu", checkpoint: str | Path | None = None,
-    actor: PolicyGradientTrainer | None = None, actor_engine: HFEngine | None = None, model: PreTrainedModel | None = None,
-) -> ExperienceService:
-    """The experience manager of a run, hosted as ``config.experience.mode`` says, continuing from ``checkpoint``
-    (a folder :meth:`ExperienceManager.save_checkpoint` wrote) when given. ``actor`` and ``actor_engine``: the
-    actor's trainer and engine, for ``extractor.share_actor``; ``model``: the extractor's model, loaded by the
-    caller (``extractor.share_base``); all three in-process only (see :class:`ExperienceManager`)."""
-    if config.experience.mode == "async":
-        if actor is not None or actor_engine is not None or model is not None:
-            raise ValueError("the actor's model cannot be handed to a manager in another process (experience.mode='async')")
-        return RayExperienceManager(config, bank_path, device=device, checkpoint=checkpoint)
-    return ExperienceManager(
-        config, bank_path, device=device, checkpoint=checkpoint, actor=actor, actor_engine=actor_engine, model=model
-    )

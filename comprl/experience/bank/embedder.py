@@ -55,7 +55,9 @@ class Embedder:
                 try:
                     from sentence_transformers import SentenceTransformer
                 except ImportError as error:
-                    raise ImportError("Embedder needs sentence-transformers: pip install sentence-transformers") from error
+                    raise ImportError(
+                        "Embedder needs sentence-transformers: pip install sentence-transformers"
+                    ) from error
                 source = str(bundled_model_path()) if self.model.lower() in _BUNDLED_NAMES else self.model
                 self._model = SentenceTransformer(source, device=self.device)
             return self._model

@@ -114,9 +114,8 @@ would search with vss's default, 64), so every connection the bank opens also se
 unless the bank's ``ef_search`` argument overrides it."""
 
 HNSW_OPTIONS = f"metric = 'cosine', M = 32, ef_search = {HNSW_EF_SEARCH}"
-"""Index settings. On 2,000 random unit vectors in 384 dimensions inserted in batches, with 200 random queries,
-top-1 agreement with exact search was 100% with these, 99.0-99.5% with ef_search = 128 and 77% with the
-defaults (M = 16, ef_search = 64); latency is dominated by per-statement overhead, not by ef_search."""
+"""Index settings: cosine similarity, and a graph wider and a search broader than vss's defaults (M = 16,
+ef_search = 64), whose top-1 answers often differ from exact search's."""
 
 # An index search asks for need * _OVERSAMPLE * (all rows / matching live rows) + _EXTRA_CANDIDATES candidates.
 _OVERSAMPLE = 2
@@ -383,6 +382,11 @@ _ACCEPTED_FILES = (
 )
 
 
+def _current_database(con: duckdb.DuckDBPyConnection) -> str:
+    """The name of the connection's current database (what ``USE`` last chose), to name its tables with."""
+    return con.execute("SELECT current_database()").fetchone()[0]
+
+
 def _columns(con: duckdb.DuckDBPyConnection, database: str) -> dict[str, list[str]]:
     """Every table and view of ``database`` with its columns as ``name TYPE [NOT NULL]``, in order (names outside
     the main schema are prefixed with their schema)."""
@@ -504,7 +508,9 @@ def _check_writes(writes: Sequence[Write]) -> list[tuple[int, ...]]:
             if not isinstance(title, str) or not isinstance(content, str) or not title.strip() or not content.strip():
                 raise BankWriteError("empty_text", f"write {i} ({write.kind}) has a blank title or content", i)
             if _unencodable(title) or _unencodable(content):
-                raise BankWriteError("bad_text", f"write {i} ({write.kind}) has a lone surrogate in its title or content", i)
+                raise BankWriteError(
+                    "bad_text", f"write {i} ({write.kind}) has a lone surrogate in its title or content", i
+                )
         for target in targets:
             if target in seen:
                 raise BankWriteError("duplicate_target", f"write {i} ({write.kind}) targets id {target} again", i)
@@ -620,15 +626,15 @@ class ExperienceBank:
     the file first and refuses (:class:`BankFileError`) anything but an empty file or a bank (module docstring).
     ``index`` picks where :meth:`search` runs (module docstring): ``"memory"`` holds the live entries' vectors
     (4 bytes x ``dim`` each) and rows in memory, loaded when the bank opens; ``"hnsw"`` needs ``use_vss``, which
-    only decides whether the file keeps an HNSW index (kept up to date on every insert: 20,000 inserts took 75 s
-    with it in place, 1.4 s without; building it when a file of 20,000 entries opens took 40-50 s).
+    only decides whether the file keeps an HNSW index (kept up to date on every insert, which makes inserts much
+    slower, and built when a file without one opens).
     The bank can be shared by threads of one process: reads (search, :meth:`get`, :meth:`entries`,
     :meth:`operations`, :meth:`at_step`, ``len``) run side by side, each thread on its own DuckDB cursor, while a
     write (:meth:`apply`, :meth:`log_rejection`, :meth:`record_uses`, :meth:`close`) runs alone on the main
-    connection; a waiting write goes before reads that arrive after it. Embedding runs outside the lock. ``capacity`` caps the number of live entries: the oldest live ones are evicted (FIFO).
-    ``ef_search`` overrides the index's search breadth (:data:`HNSW_EF_SEARCH`) for this session: with 20,000
-    random 384-dim vectors, top-1 agreement with exact search was 91% at 256, 97.5% at 512 and 100% at 1024,
-    while queries near a stored vector were all answered right at 256.
+    connection; a waiting write goes before reads that arrive after it. Embedding runs outside the lock.
+    ``capacity`` caps the number of live entries: the oldest live ones are evicted (FIFO).
+    ``ef_search`` overrides the index's search breadth (:data:`HNSW_EF_SEARCH`) for this session: a broader
+    search agrees with exact search more often on a large bank, at the cost of time.
 
     A file can be open in one process at a time: another process gets :class:`BankLockedError`, naming the holder
     (which notes its pid, host, start time, folder and command in ``<path>.holder`` until :meth:`close`) and the
@@ -663,8 +669,8 @@ class ExperienceBank:
         self._session: list[str] = []  # what every connection runs first: DuckDB keeps these per connection
         self._cursors: dict[threading.Thread, duckdb.DuckDBPyConnection] = {}  # each reading thread's connection
         self._cursors_guard = threading.Lock()
-        # One HNSW index statement at a time: concurrent index scans from several connections abort the process
-        # (seen with 8 reading threads on 2 cores; usearch keeps one search context per hardware thread).
+        # One HNSW index statement at a time: concurrent index scans from several connections can abort the
+        # process (usearch keeps one search context per hardware thread).
         self._index_guard = threading.Lock()
         self._con: duckdb.DuckDBPyConnection | None = duckdb.connect()
         try:
@@ -678,7 +684,9 @@ class ExperienceBank:
                 self._con.execute(self._session[-1])
             elif use_vss:
                 fallback = ", searching exactly" if index == "hnsw" else ""
-                warnings.warn(f"vss extension unavailable, no HNSW index{fallback}: {why_not}", RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"vss extension unavailable, no HNSW index{fallback}: {why_not}", RuntimeWarning, stacklevel=2
+                )
             self.vss_enabled = use_vss and why_not is None
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -707,7 +715,7 @@ class ExperienceBank:
         """Check the file (:func:`check_bank_file`, every block read once), make an empty one a new bank, stamp
         one written before the version was stored with it, and give the bank its HNSW index (when ``use_vss``)."""
         con = self._db()
-        database = con.execute("SELECT current_database()").fetchone()[0]
+        database = _current_database(con)
         meta = check_bank_file(con, database, self.path)
         if meta is None:
             meta = dict(dim=str(self.dim), embedder=self.embedder.model, format=FORMAT_NAME)
@@ -718,7 +726,8 @@ class ExperienceBank:
                 con.executemany("INSERT INTO meta VALUES (?, ?)", list(meta.items()))
         if int(meta["dim"]) != self.dim:
             raise ValueError(
-                f"bank {self.path} holds {meta['dim']}-dim embeddings but embedder {self.embedder.model!r} makes {self.dim}"
+                f"bank {self.path} holds {meta['dim']}-dim embeddings but embedder {self.embedder.model!r} makes "
+                f"{self.dim}"
             )
         if meta["embedder"] != self.embedder.model:
             warnings.warn(
@@ -873,7 +882,10 @@ class ExperienceBank:
                 self._mark_deleted(dropped, step)
                 evicted = self._evict(step)
                 self._log(ops + evicted, step)
-            added = [Entry(i, task, title, content, step, step, 0, 0, tuple(parents), False) for i, _, title, content, parents in new_rows]  # fmt: skip
+            added = [
+                Entry(i, task, title, content, step, step, 0, 0, tuple(parents), False)
+                for i, _, title, content, parents in new_rows
+            ]
             self._update_live(task, added, vectors, dropped + [op.entry_id for op in evicted])
         return [row[0] for row in new_rows]
 
@@ -946,7 +958,9 @@ class ExperienceBank:
             return self.embedder.encode(texts)
         vectors = np.asarray(embeddings, dtype=np.float32)
         if vectors.shape != (len(texts), self.dim):
-            raise ValueError(f"embeddings must have shape {(len(texts), self.dim)} (one row per new entry), got {vectors.shape}")
+            raise ValueError(
+                f"embeddings must have shape {(len(texts), self.dim)} (one row per new entry), got {vectors.shape}"
+            )
         return vectors
 
     def _check_targets(self, writes: list[Write], targets: list[tuple[int, ...]]) -> None:
@@ -957,9 +971,13 @@ class ExperienceBank:
         for i, (write, ids) in enumerate(zip(writes, targets)):
             for target in ids:
                 if target not in deleted:
-                    raise BankWriteError("missing_target", f"write {i} ({write.kind}) targets id {target}, which does not exist", i)
+                    raise BankWriteError(
+                        "missing_target", f"write {i} ({write.kind}) targets id {target}, which does not exist", i
+                    )
                 if deleted[target]:
-                    raise BankWriteError("deleted_target", f"write {i} ({write.kind}) targets id {target}, which is deleted", i)
+                    raise BankWriteError(
+                        "deleted_target", f"write {i} ({write.kind}) targets id {target}, which is deleted", i
+                    )
 
     def _mark_deleted(self, ids: list[int], step: int) -> None:
         if ids:
@@ -981,7 +999,9 @@ class ExperienceBank:
     def _log(self, ops: list[_Op], step: int) -> None:
         """Append rows to the operations log, numbered as one batch (callers hold the lock)."""
         con = self._db()
-        seq, batch = con.execute("SELECT COALESCE(MAX(seq), 0) + 1, COALESCE(MAX(batch), 0) + 1 FROM operations").fetchone()
+        seq, batch = con.execute(
+            "SELECT COALESCE(MAX(seq), 0) + 1, COALESCE(MAX(batch), 0) + 1 FROM operations"
+        ).fetchone()
         frame = pd.DataFrame([{key: _escaped(value) for key, value in vars(op).items()} for op in ops])
         frame["seq"] = np.arange(seq, seq + len(ops), dtype=np.int64)
         with self._registered("_bank_new_ops", frame):
@@ -1005,7 +1025,9 @@ class ExperienceBank:
     # Search
     # ---------------------------------------------------------------------------------------------------------
 
-    def search(self, queries: Sequence[str], k: int = 1, task: str | None = None, exact: bool = False) -> list[list[Hit]]:
+    def search(
+        self, queries: Sequence[str], k: int = 1, task: str | None = None, exact: bool = False
+    ) -> list[list[Hit]]:
         """The ``k`` live entries closest to each query (best first), optionally only those of ``task``.
 
         ``exact=True`` forces brute force in SQL over all live entries; otherwise the bank's ``index`` decides (the
@@ -1036,7 +1058,8 @@ class ExperienceBank:
                 return [[Hit(entries[i], s) for i, s in zip(*row)] for row in zip(ids.tolist(), scores.tolist())]
             found: list[list[tuple[int, float]]] = [[] for _ in range(len(vectors))]
             live, total = self._db().execute(
-                "SELECT COUNT(*) FILTER (WHERE NOT deleted AND (?::VARCHAR IS NULL OR task = ?)), COUNT(*) FROM entries",
+                "SELECT COUNT(*) FILTER (WHERE NOT deleted AND (?::VARCHAR IS NULL OR task = ?)), COUNT(*) "
+                "FROM entries",
                 [task, task],
             ).fetchone()
             if live and len(vectors):
@@ -1085,7 +1108,8 @@ class ExperienceBank:
                                       struct_pack(distance := distance, id := id), ?) FROM (
                         SELECT q.qi, e.id, array_cosine_distance(e.embedding, q.v) AS distance
                         FROM (SELECT qi, v::FLOAT[{self.dim}] AS v FROM _bank_queries) q,
-                             (SELECT id, embedding FROM entries WHERE NOT deleted AND (?::VARCHAR IS NULL OR task = ?)) e)
+                             (SELECT id, embedding FROM entries
+                              WHERE NOT deleted AND (?::VARCHAR IS NULL OR task = ?)) e)
                     GROUP BY qi""",
                 [k, task, task],
             ).fetchall()
@@ -1180,7 +1204,10 @@ class ExperienceBank:
             return int(self._db().execute("SELECT COUNT(*) FROM entries WHERE NOT deleted").fetchone()[0])
 
     def __repr__(self) -> str:
-        return f"ExperienceBank(path={self.path}, capacity={self.capacity}, index={self.index!r}, vss_enabled={self.vss_enabled})"
+        return (
+            f"ExperienceBank(path={self.path}, capacity={self.capacity}, index={self.index!r}, "
+            f"vss_enabled={self.vss_enabled})"
+        )
 
     # ---------------------------------------------------------------------------------------------------------
     # Lifetime
@@ -1199,7 +1226,7 @@ class ExperienceBank:
             raise FileExistsError(f"bank snapshot {dest} exists already")
         with self._lock.write():
             con = self._db()
-            source = con.execute("SELECT current_database()").fetchone()[0]
+            source = _current_database(con)
             con.execute(f"ATTACH {_quote(dest)} AS snapshot")
             try:
                 with self._transaction():
@@ -1226,7 +1253,7 @@ class ExperienceBank:
         shutil.copyfile(snapshot, path)
         try:
             with duckdb.connect(str(path)) as con:
-                if check_bank_file(con, con.execute("SELECT current_database()").fetchone()[0], Path(snapshot)):
+                if check_bank_file(con, _current_database(con), Path(snapshot)):
                     con.execute(f"DROP INDEX IF EXISTS {_INDEX}")
         except duckdb.Error as error:
             raise BankFileError(Path(snapshot), f"cannot be restored: {error}; {_ACCEPTED_FILES}") from error

@@ -38,11 +38,11 @@ Two answer styles (:data:`STYLES`):
   (``0,2``); the title runs up to the first ``::`` and the content is the rest of the line. Blank lines are
   skipped. An answer needs no brackets, quotes or escapes: keywords, digits, the ``::`` separator and plain text.
 
-* ``"note"`` (ours, for models too small for any operation grammar: SmolLM2-135M wrote no valid answer in
-  either style above, 0 of 24 in our test): the reply is ONE lesson written as plain text. Its first line is the
-  content (leading blank lines and a ``Lesson:`` label are dropped) and its first words the title. A distillation note is one
-  ``add``; a merge note replaces the whole chunk (one ``merge`` of every entry shown). Nothing else is
-  expressible, so validation reduces to the text checks (empty, oversize, bad characters).
+* ``"note"`` (ours, for models too small for any operation grammar, such as SmolLM2-135M, which writes no
+  valid answer in either style above): the reply is ONE lesson written as plain text. Its first line is the
+  content (leading blank lines and a ``Lesson:`` label are dropped) and its first words the title. A
+  distillation note is one ``add``; a merge note replaces the whole chunk (one ``merge`` of every entry shown).
+  Nothing else is expressible, so validation reduces to the text checks (empty, oversize, bad characters).
 
 In the json and lines styles op names are matched case-insensitively. Titles and contents are kept verbatim apart from
 stripping surrounding whitespace (in the JSON style, after JSON decoding).

@@ -1,15 +1,16 @@
 """The extractor at work on one task: reading finished episodes and writing the bank.
 
-:class:`ExperienceTrack` ties together an extractor generation engine, an :class:`~comprl.experience.bank.ExperienceBank`
-and the prompts/validation of :mod:`comprl.experience.extractor.prompts` (the manager, :mod:`comprl.experience.manager`,
-keeps one per task over one shared bank and schedules their work):
+:class:`ExperienceTrack` ties together an extractor generation engine, an
+:class:`~comprl.experience.bank.ExperienceBank` and the prompts/validation of
+:mod:`comprl.experience.extractor.prompts` (the manager, :mod:`comprl.experience.manager`, keeps one per task over
+one shared bank and schedules their work):
 
 - ``distill`` prompts the extractor with finished trajectories and applies each valid answer atomically;
 - ``merge`` slides over the bank in chunks and lets the extractor merge, rewrite or discard entries.
 
-Every extractor call becomes an :class:`~comprl.experience.extractor.trainer.ExtractorSample` carrying its prompt and reply
-tokens with behaviour log-probs, so the extractor trainer can learn from it later. Invalid answers are rejected
-whole, logged in the bank's operations log with their reason, and counted; the bank never sees half of one.
+Every extractor call becomes an :class:`~comprl.experience.extractor.trainer.ExtractorSample` carrying its prompt
+and reply tokens with behaviour log-probs, so the extractor trainer can learn from it later. Invalid answers are
+rejected whole, logged in the bank's operations log with their reason, and counted; the bank never sees half of one.
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ class ExperienceTrack:
         started = time.perf_counter()
         live = self.bank.entries()
         ids = [int(i) for i in live.loc[live["task"] == self.task].sort_values("id")["id"]]
-        chunks = [[self.bank.get(i) for i in ids[s : s + self.format.merge_chunk]] for s in range(0, len(ids), self.format.merge_chunk)]
+        size = self.format.merge_chunk
+        chunks = [[self.bank.get(i) for i in ids[s : s + size]] for s in range(0, len(ids), size)]
         chunks = [chunk for chunk in chunks if len(chunk) > 1]
         generated = self._generate([merge_messages(chunk, self.format) for chunk in chunks], "merge", step)
         samples = [
@@ -118,7 +120,8 @@ class ExperienceTrack:
         when its reply fails validation (counted as ``rejected_refine``). Refinements are not training samples."""
         prefix = self.chat.encode(self.config.response_prefix) if self.config.response_prefix else []
         system, user = refine_messages(entry, query, self.format)
-        (completion,) = self.engine.generate([self.chat.start(system["content"], user["content"]) + prefix], self.sampling)
+        prompt = self.chat.start(system["content"], user["content"]) + prefix
+        (completion,) = self.engine.generate([prompt], self.sampling)
         answer = parse_refine(self.config.response_prefix + completion.text, self.format)
         if answer is None:
             self.stats.rejected["refine"] += 1
@@ -139,7 +142,9 @@ class ExperienceTrack:
         self.stats.outputs += len(out)
         return out
 
-    def apply_output(self, sample: ExtractorSample, raw: str, ids: Sequence[int], step: int, source: str) -> ExtractorSample:
+    def apply_output(
+        self, sample: ExtractorSample, raw: str, ids: Sequence[int], step: int, source: str
+    ) -> ExtractorSample:
         """Validate one extractor reply, apply it atomically, and record the new entry ids on its sample.
 
         ``ids`` are the bank ids of the entries the prompt showed, in prompt order; ``sample.kind`` says which

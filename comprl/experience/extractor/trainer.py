@@ -95,7 +95,9 @@ class ExtractorTrainer(PolicyGradientTrainer):
         the buffer and an entry's writer stays one object) and the update counter."""
         return {
             **super().state_dict(),
-            "samples": {"buffer": self.buffer, "waiting": self.waiting, "writer": self._writer, "parents": self._parents},
+            "samples": {
+                "buffer": self.buffer, "waiting": self.waiting, "writer": self._writer, "parents": self._parents,
+            },
             "updates": self.updates,
         }
 
@@ -149,7 +151,8 @@ class ExtractorTrainer(PolicyGradientTrainer):
         held = {id(s): s for s in self._writer.values()}.values()
         stale = [
             s for s in held
-            if not s.outcomes and step - (s.step if s.last_credited is None else s.last_credited) >= self.config.max_pending_steps
+            if not s.outcomes
+            and step - (s.step if s.last_credited is None else s.last_credited) >= self.config.max_pending_steps
         ]
         self._forget(stale)
         return credited

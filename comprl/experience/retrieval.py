@@ -1,0 +1,167 @@
+"""The retrieval policy: which bank entry a guided episode is shown.
+
+:class:`RetrievalPolicy` turns a batch of queries into one entry (or None) each: one embedding call for the
+batch, a nearest-neighbour search within each query's task (``bank.candidates`` candidates), the own-seed guard
+(``bank.exclude_own_seed``), then the re-ranking (``bank.rerank``) with its retrieval counts, recency window and
+dropout draws. It also keeps the warm-up gate (``experience.warmup``). The manager
+(:class:`~comprl.experience.manager.ExperienceManager`) batches the queries and checkpoints this state.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from comprl.config import ExperimentConfig
+from comprl.experience.bank import Entry, ExperienceBank, Hit
+
+_SEED_IN_SOURCE = re.compile(r"/seed(-?\d+)$")
+"""The env seed at the end of an operation's source (:attr:`comprl.experience.interface.Episode.source`)."""
+
+
+@dataclass
+class Query:
+    """One query waiting for its entry."""
+
+    text: str
+    task: str
+    seed: int | None
+    record: bool
+    """A training search (recency and dropout apply, the entry shown counts as retrieved)."""
+    result: Future
+
+
+class RetrievalPolicy:
+    """Picks the entry each query is shown, from ``bank``, as ``config.bank`` says.
+
+    Args:
+        config: the experiment (its ``bank`` and ``experience`` parts, and ``seed`` for the dropout draws).
+        bank: the run's bank.
+        clock: seconds, for the "recently retrieved" window.
+        wait_for_distillation: called by the warm-up gate with the seconds left to wait; waits up to that long
+            (or less) for the extractor's work in progress and returns True, or returns False when none is in
+            progress (the gate then stops waiting).
+    """
+
+    def __init__(
+        self, config: ExperimentConfig, bank: ExperienceBank, *, clock: Callable[[], float],
+        wait_for_distillation: Callable[[float], bool],
+    ) -> None:
+        self.config = config
+        self.bank = bank
+        self._clock = clock
+        self._wait_for_distillation = wait_for_distillation
+        self._rng = np.random.default_rng([config.seed, 7])  # retrieval dropout
+        self._lock = threading.Lock()  # recency state and the dropout generator
+        self._last_retrieved: dict[int, float] = {}
+        self._retrievals: dict[int, int] = {}  # the official retrieve_count, from the bank's use count on first sight
+        self._origins_lock = threading.Lock()
+        self._origins: dict[int, frozenset[int]] = {}
+        self._origins_seen = 0
+        self.warm: set[str] = set()
+        """Tasks whose bank has reached the warm-up size once (the gate stays open for them)."""
+
+    def warmed_up(self, task: str) -> bool:
+        """The warm-up gate: the task's bank holds ``warmup`` entries (waiting for distillation in progress)."""
+        warmup = self.config.experience.warmup
+        if task in self.warm or warmup == 0:
+            return True
+        deadline = time.monotonic() + self.config.experience.warmup_wait_s
+        while True:
+            live = self.bank.entries()
+            if int((live["task"] == task).sum()) >= warmup:
+                self.warm.add(task)
+                return True
+            if not self._wait_for_distillation(deadline - time.monotonic()):
+                return False
+
+    def choose(self, batch: list[Query]) -> list[Entry | None]:
+        """One embedding call for the batch, one bank search per task in it, the own-seed guard, the re-ranking."""
+        bank = self.config.bank
+        vectors = self.bank.embedder.encode([q.text for q in batch])
+        pools: list[list[Hit]] = [[] for _ in batch]
+        for task in {q.task for q in batch}:
+            rows = [i for i, q in enumerate(batch) if q.task == task]
+            for i, hits in zip(rows, self.bank.search_vectors(vectors[rows], k=bank.candidates, task=task)):
+                pools[i] = hits
+        if bank.exclude_own_seed:
+            origins = self._entry_origins()
+            pools = [[h for h in hits if q.seed not in origins.get(h.entry.id, ())] for q, hits in zip(batch, pools)]
+        with self._lock:
+            return self._rerank(batch, pools)
+
+    def _rerank(self, batch: list[Query], pools: list[list[Hit]]) -> list[Entry | None]:
+        """Pick one entry per query from its candidate pool (``BankConfig.rerank``; callers hold ``_lock``)."""
+        bank = self.config.bank
+        now = self._clock()
+        shown: set[int] = set()
+        chosen: list[Entry | None] = []
+        for query, hits in zip(batch, pools):
+            if not hits:
+                chosen.append(None)
+                continue
+            if bank.rerank == "batch":
+                popularity = [bank.diversity_lambda * math.log1p(h.entry.uses) for h in hits]
+                scores = [h.score - p - (h.entry.id in shown) for h, p in zip(hits, popularity)]
+                order = sorted(range(len(hits)), key=lambda i: -scores[i])
+            else:
+                counts = [self._retrievals.setdefault(h.entry.id, h.entry.uses) for h in hits]
+                popularity = [bank.diversity_lambda * math.log1p(c) for c in counts]
+                recent = [
+                    query.record and now - self._last_retrieved.get(h.entry.id, -math.inf) <= bank.recent_seconds
+                    for h in hits
+                ]
+                scores = [-rank - p - r for rank, (p, r) in enumerate(zip(popularity, recent))]
+                order = sorted(range(len(hits)), key=lambda i: -scores[i])
+                if recent[order[0]] and len(order) > 1 and self._rng.random() < bank.dropout:
+                    order = order[1:] + order[:1]
+            entry = hits[order[0]].entry
+            chosen.append(entry)
+            shown.add(entry.id)
+            if query.record:
+                self._last_retrieved[entry.id] = now
+                self._retrievals[entry.id] = self._retrievals.get(entry.id, entry.uses) + 1
+        return chosen
+
+    def _entry_origins(self) -> dict[int, frozenset[int]]:
+        """Seeds of the episodes each entry was distilled from, merged entries inheriting their parents'."""
+        with self._origins_lock:
+            ops = self.bank.operations()
+            for row in ops.iloc[self._origins_seen :].itertuples():
+                if row.entry_id is None or (isinstance(row.entry_id, float) and math.isnan(row.entry_id)):
+                    continue
+                seeds: set[int] = set()
+                match = _SEED_IN_SOURCE.search(row.source or "") if isinstance(row.source, str) else None
+                if match:
+                    seeds.add(int(match.group(1)))
+                for parent in row.targets or ():
+                    seeds |= self._origins.get(parent, frozenset())
+                self._origins[int(row.entry_id)] = self._origins.get(int(row.entry_id), frozenset()) | seeds
+            self._origins_seen = len(ops)
+            return dict(self._origins)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The re-ranking state, as a checkpoint keeps it: the dropout generator, the age of each entry's last
+        retrieval (the clock itself does not survive a restart), and the retrieval counts."""
+        with self._lock:
+            now = self._clock()
+            return {
+                "dropout_rng": self._rng.bit_generator.state,
+                "ages": {entry: now - t for entry, t in self._last_retrieved.items()},
+                "counts": dict(self._retrievals),
+            }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from what :meth:`state_dict` returned."""
+        with self._lock:
+            self._rng.bit_generator.state = state["dropout_rng"]
+            now = self._clock()
+            self._last_retrieved = {entry: now - age for entry, age in state["ages"].items()}
+            self._retrievals = dict(state["counts"])
