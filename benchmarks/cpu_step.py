@@ -179,7 +179,7 @@ def main() -> None:
     args = parser.parse_args()
     variants = DEFAULT_VARIANTS
     if args.variant:
-        from comprl.notebook_runner import parse_value
+        from comprl.kit.notebook_runner import parse_value
 
         variants = {v[0]: {k: parse_value(x) for k, x in (item.split("=", 1) for item in v[1:])} for v in args.variant}
 

@@ -38,7 +38,7 @@ def main() -> None:
     from comprl.actor import rollout
     from comprl.config import make_config
     from comprl.llm import HFEngine, load_model, resolve_dtype
-    from comprl.reproduce import OVERRIDES
+    from comprl.kit.reproduce import OVERRIDES
     from comprl.actor.trainer import ActorTrainer
 
     config = make_config("cpu", **OVERRIDES["cpu"], method="baseline", tasks=args.tasks, batch_instances=1)

@@ -4,7 +4,7 @@
     python benchmarks/rollout_overhead.py --profile cpu --batch-sizes 4 8   # SmolLM2-135M actor and extractor
 
 Every (mode, batch size) is a real training run in a fresh process pinned to the actor's cores; the async manager
-runs in a Ray process on the other cores (``comprl.latency``). Prints, per batch size, the rollout and step time
+runs in a Ray process on the other cores (``comprl.kit.latency``). Prints, per batch size, the rollout and step time
 per step, their ratio to ``none`` measured in the same run of this script, the search time and queries per step,
 the actor's time in manager calls, and how its main thread spent the step: on a CPU, waiting for one (a large
 wait means other processes crowded the actor's core, and the ratios overstate the manager's cost), or blocked. Then the
@@ -20,7 +20,7 @@ import time
 
 import pandas as pd
 
-from comprl.latency import DEFAULT_MODES, MODES, measure_overhead, plot_overhead, verdict
+from comprl.kit.latency import DEFAULT_MODES, MODES, measure_overhead, plot_overhead, verdict
 
 
 def main() -> None:

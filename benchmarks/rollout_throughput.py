@@ -54,7 +54,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 from comprl.config import ActorConfig
 from comprl.envs import make
 from comprl.llm import HFEngine, load_model, resolve_dtype
-from comprl.planner import THROUGHPUT_DIR, THROUGHPUT_FORMAT
+from comprl.kit.planner import THROUGHPUT_DIR, THROUGHPUT_FORMAT
 from comprl.actor.rollout import RolloutConfig, Trajectory, run_episodes
 from comprl.actor.trainer import ActorTrainer
 

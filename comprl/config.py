@@ -629,8 +629,8 @@ class ExperimentConfig:
         data["tasks"] = tuple(data.get("tasks", ()))
         rollout = data.get("rollout", {})
         data["rollout"] = RolloutConfig(**{**rollout, "stop": tuple(rollout.get("stop", ("</answer>",)))})
-        # older run configs carry actor.temperature (read from rollout.temperature instead) and lack
-        # generation_adapter_dtype, which they generated with as "float32"
+        # a saved run config may hold actor.temperature (rollout.temperature is the one source of it) and may lack
+        # generation_adapter_dtype, in which case its run generated with float32 adapters
         legacy = {"generation_adapter_dtype": "float32"}
         actor = {k: v for k, v in data.get("actor", {}).items() if k != "temperature"}
         data["actor"] = ActorConfig(**{**legacy, **actor})
@@ -701,10 +701,10 @@ PROFILES: dict[str, ExperimentConfig] = {
         experience=ExperienceConfig(warmup=1),
     ),
     # SmolLM2-135M-Instruct from the offline wheel, set up to learn on a 2-core laptop: the lit Room (stairs in
-    # view from the first turn) in MiniHack's brief view, whose
-    # observation says where the stairs are without the full view's lines of walls and dark area in every
-    # direction; 4 instances x 4 rollouts of 6 turns for 48 steps; 32 held-out episodes. LoRA with a larger
-    # learning rate than the paper's full fine-tune of a 7B model. `make demo` runs 4 of the 48 steps.
+    # view from the first turn) in MiniHack's brief view, whose observation says where the stairs are without the
+    # full view's lines of walls and dark area in every direction; 4 instances x 4 rollouts of 6 turns for 48
+    # steps; 32 held-out episodes. LoRA with a larger learning rate than the paper's full fine-tune of a 7B model.
+    # `make demo` runs 4 of the 48 steps.
     "cpu": ExperimentConfig(
         env_id="comprl/Room-Random-5x5-v0",
         env_options={"comprl/Room-Random-5x5-v0": {"view": "brief"}},

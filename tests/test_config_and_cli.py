@@ -13,9 +13,9 @@ from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 
 from comprl import make_config
-from comprl import cli, notebook_runner
-from comprl.cli import main
-from comprl.notebook_runner import check_parameters, declared_parameters, notebook_path, parse_value
+from comprl.kit import cli, notebook_runner
+from comprl.kit.cli import main
+from comprl.kit.notebook_runner import check_parameters, declared_parameters, notebook_path, parse_value
 from comprl.config import METHODS, PROFILES, ExperimentConfig, RolloutConfig
 from comprl.envs import make
 from comprl.runs import Run
@@ -241,7 +241,7 @@ def test_every_value_papermill_writes_into_a_paper_notebook_is_a_plain_literal(t
 
 
 def test_the_paper_notebooks_defaults_and_the_reproductions_parameters_are_accepted(tmp_path):
-    from comprl.reproduce import STEPS
+    from comprl.kit.reproduce import STEPS
 
     for step in STEPS:
         notebook = notebook_path(step.notebook)
@@ -252,10 +252,30 @@ def test_the_paper_notebooks_defaults_and_the_reproductions_parameters_are_accep
 
 def test_cli_folder_parameters_are_taken_from_the_callers_directory_not_the_notebooks(tmp_path, monkeypatch):
     executed = {}
-    monkeypatch.setattr(cli, "run_notebook", lambda name, profile, params, out, resume: executed.update(params) or tmp_path)
+    monkeypatch.setattr(
+        cli, "run_notebook", lambda name, profile, params, out, resume: executed.update(params) or tmp_path
+    )
     monkeypatch.chdir(tmp_path)
-    main(["run", "01_single_task", "-p", "reuse", '["results/a", "/abs/b"]', "-p", "reference_dir", "ref", "-p", "seeds", "[0]"])
-    assert executed == {"reuse": [str(tmp_path / "results" / "a"), "/abs/b"], "reference_dir": str(tmp_path / "ref"), "seeds": [0]}
+    main(
+        [
+            "run",
+            "01_single_task",
+            "-p",
+            "reuse",
+            '["results/a", "/abs/b"]',
+            "-p",
+            "reference_dir",
+            "ref",
+            "-p",
+            "seeds",
+            "[0]",
+        ]
+    )
+    assert executed == {
+        "reuse": [str(tmp_path / "results" / "a"), "/abs/b"],
+        "reference_dir": str(tmp_path / "ref"),
+        "seeds": [0],
+    }
 
 
 def test_cli_resume_continues_the_newest_output_folder_of_that_notebook_and_profile(tmp_path, monkeypatch, capsys):
@@ -263,12 +283,21 @@ def test_cli_resume_continues_the_newest_output_folder_of_that_notebook_and_prof
     notebook = notebook_runner.notebook_path("01_single_task")
     with pytest.raises(SystemExit, match="no earlier run of 01_single_task with profile cpu"):
         notebook_runner.latest_output(notebook, "cpu")
-    for name in ("01_single_task_cpu_20261101-000000", "01_single_task_cpu_20261122-093000", "01_single_task_smoke_20261123-000000"):
+    for name in (
+        "01_single_task_cpu_20261101-000000",
+        "01_single_task_cpu_20261122-093000",
+        "01_single_task_smoke_20261123-000000",
+    ):
         (tmp_path / "results" / name).mkdir(parents=True)
     assert notebook_runner.latest_output(notebook, "cpu").name == "01_single_task_cpu_20261122-093000"
 
 
 def test_the_command_and_the_configs_load_without_torch():
     # the papermill process of `comprl run` sits beside its kernel for the whole run: it must stay small
-    code = "import sys, comprl.cli, comprl.config, comprl.reproduce; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    code = (
+        "import sys, comprl.kit.cli, comprl.config, comprl.kit.reproduce; "
+        "print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    )
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    )

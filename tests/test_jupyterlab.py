@@ -24,15 +24,16 @@ from papermill.parameterize import parameterize_notebook
 from playwright.sync_api import expect, sync_playwright
 
 from comprl import console
-from comprl.notebook_runner import NOTEBOOKS, REPO_ROOT
+from comprl.kit.notebook_runner import NOTEBOOKS, REPO_ROOT
 from comprl.config import make_config
 from comprl.runs import Run
 from comprl.loop import run_experiment
-from comprl.widgets import BankExplorer
+from comprl.kit.widgets import BankExplorer
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="needs Debian's chromium on PATH (apt-get install chromium; scripts/setup.sh does it as root)"
+    CHROMIUM is None,
+    reason="needs Debian's chromium on PATH (apt-get install chromium; scripts/setup.sh does it as root)",
 )
 
 NOTEBOOK = "06_bank_explorer.ipynb"
@@ -121,7 +122,9 @@ def test_bank_explorer_renders_in_jupyterlab_and_follows_the_step_slider(jupyter
         first, last = truth.steps
         tables = {step: truth.table(step) for step in range(first, last + 1)}
     assert last - first >= 2, f"the smoke run should log steps {first}..{first + 2} at least, got {first}..{last}"
-    ids = {step: [str(i) for i in table["id"].sort_values(ascending=False)] for step, table in tables.items()}  # newest first
+    ids = {
+        step: [str(i) for i in table["id"].sort_values(ascending=False)] for step, table in tables.items()
+    }  # newest first
     assert ids[first] != ids[last], "the bank should differ between the first and the last step"
 
     with sync_playwright() as playwright:

@@ -1,4 +1,4 @@
-"""comprl.latency without timing anything: configs per mode, the core split, the table's arithmetic, and the
+"""comprl.kit.latency without timing anything: configs per mode, the core split, the table's arithmetic, and the
 protocol that makes every mode play the same episodes."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 import pandas as pd
 import pytest
 
-from comprl.latency import CLOCKS, measure_overhead, mode_config, overhead_table, split_cores, verdict
+from comprl.kit.latency import CLOCKS, measure_overhead, mode_config, overhead_table, split_cores, verdict
 from comprl.loop import run_experiment
 
 
@@ -72,7 +72,8 @@ def test_overhead_table_drops_warmup_steps_and_divides_by_none_at_the_same_batch
     assert (table["actor_wait_s"] == 0.0).all()  # metrics the rows lack read as zero
     assert verdict(table).splitlines() == [
         "sync: rollout 3.00x..3.00x of none (3.00x..3.00x per token), whole step 2.33x..2.33x",
-        "async: rollout 1.00x..2.00x of none (1.00x..1.25x per token), whole step 1.00x..1.67x: MISSES the target <= 1.02x at every batch size",
+        "async: rollout 1.00x..2.00x of none (1.00x..1.25x per token), whole step 1.00x..1.67x: "
+        "MISSES the target <= 1.02x at every batch size",
         "loaded: rollout 0.80x..0.80x of none (0.80x..0.80x per token), whole step 0.84x..0.84x",
         "the modes' rollouts processed different numbers of tokens at each batch size",
         "async rollout / loaded (the manager's own cost, shared caches and memory aside): 1.25x..1.25x",
@@ -92,7 +93,9 @@ def test_identical_protocol_plays_the_baselines_episodes_token_for_token(tmp_pat
         config = mode_config("smoke", mode, 8, **frozen)
         runs[mode] = run_experiment(config, tmp_path, name=mode, progress=False).metrics().query("phase == 'train'")
     assert runs["sync"]["guided_with_entry"].sum() > 0  # the manager searched, and found entries to credit
-    pd.testing.assert_frame_equal(runs["sync"][columns].reset_index(drop=True), runs["none"][columns].reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        runs["sync"][columns].reset_index(drop=True), runs["none"][columns].reset_index(drop=True)
+    )
 
 
 def test_a_killed_measurement_resumes_at_the_batch_size_it_was_in(tmp_path):

@@ -10,8 +10,8 @@ import re
 import duckdb
 import pandas as pd
 
-from comprl.cli import main
-from comprl.notebook_runner import kernel_manager_class
+from comprl.kit.cli import main
+from comprl.kit.notebook_runner import kernel_manager_class
 
 
 LOG_LINE = re.compile(
@@ -29,7 +29,10 @@ def test_notebook_kernels_listen_on_unix_sockets_not_tcp_ports():
         manager = kernel_manager_class()(kernel_name="python3")  # async, like nbclient's default
         await manager.start_kernel(extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
         info = manager.get_connection_info()
-        sockets = [f"{info['ip']}-{info[name]}" for name in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+        sockets = [
+            f"{info['ip']}-{info[name]}"
+            for name in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+        ]
         printed: list[str] = []
         try:
             client = manager.client()
@@ -51,7 +54,10 @@ def test_notebook_kernels_listen_on_unix_sockets_not_tcp_ports():
 def test_notebook_01_runs_comp_rl_and_baseline_side_by_side(tmp_path, seeded_bank, capfd):
     out = tmp_path / "nb01"
     overrides = json.dumps({"bank.init_from": str(seeded_bank)})
-    assert main(["run", "01_single_task", "--profile", "smoke", "--output-dir", str(out), "-p", "overrides", overrides]) == 0
+    assert (
+        main(["run", "01_single_task", "--profile", "smoke", "--output-dir", str(out), "-p", "overrides", overrides])
+        == 0
+    )
     printed = capfd.readouterr()
     lines = printed.out.splitlines()
     assert [line for line in lines if not LOG_LINE.match(line)] == []  # no config dump, tables, widget reprs
@@ -64,7 +70,9 @@ def test_notebook_01_runs_comp_rl_and_baseline_side_by_side(tmp_path, seeded_ban
         assert (out / name).stat().st_size > 0, name
     summary = pd.read_csv(out / "summary.csv").set_index("method")
     assert sorted(summary.index) == ["baseline", "comp_rl"]
-    assert summary.loc["comp_rl", "guided_success_after"] >= 0 and pd.isna(summary.loc["baseline", "guided_success_after"])
+    assert summary.loc["comp_rl", "guided_success_after"] >= 0 and pd.isna(
+        summary.loc["baseline", "guided_success_after"]
+    )
     for method in ("baseline", "comp_rl"):
         with duckdb.connect(str(out / f"{method}_seed0" / "run.duckdb"), read_only=True) as con:
             phases = con.execute("SELECT phase, count(*) FROM metrics GROUP BY phase ORDER BY phase").fetchall()
@@ -84,7 +92,10 @@ def test_notebook_01_runs_comp_rl_and_baseline_side_by_side(tmp_path, seeded_ban
 
     # run again on the same folder: the finished runs are skipped, their rows (wall times included) unchanged
     metrics = pd.read_csv(out / "metrics.csv")
-    assert main(["run", "01_single_task", "--profile", "smoke", "--output-dir", str(out), "-p", "overrides", overrides]) == 0
+    assert (
+        main(["run", "01_single_task", "--profile", "smoke", "--output-dir", str(out), "-p", "overrides", overrides])
+        == 0
+    )
     pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), metrics)
     assert sum("finished already" in line for line in capfd.readouterr().out.splitlines()) == 2
 
@@ -117,7 +128,9 @@ def test_notebook_05_measures_rollout_overhead_per_mode_and_batch_size(tmp_path,
     sync = table[table["mode"] == "sync"]
     assert (sync["queries"] == sync["batch_size"] / 2).all()  # one query per guided rollout, in its own step
     # async prefetches a step's searches during the step before, so they are counted in whichever row comes next
-    assert (table.loc[table["mode"] == "async", "queries"] <= 2 * table.loc[table["mode"] == "async", "batch_size"]).all()
+    assert (
+        table.loc[table["mode"] == "async", "queries"] <= 2 * table.loc[table["mode"] == "async", "batch_size"]
+    ).all()
     assert (with_manager["rollout_ratio"] > 0).all() and (table["actor_cpu_s"] > 0).all()
     for name in ("rollout_overhead.png", "rollout_overhead.pdf"):
         assert (out / name).stat().st_size > 0, name
@@ -126,7 +139,10 @@ def test_notebook_05_measures_rollout_overhead_per_mode_and_batch_size(tmp_path,
 
 def test_notebook_02_builds_table_1_and_the_task_scaling_figure(tmp_path):
     out = tmp_path / "nb02"
-    assert main(["run", "02_multitask", "--profile", "smoke", "--output-dir", str(out), "-p", "mixtures", '["3-task"]']) == 0
+    assert (
+        main(["run", "02_multitask", "--profile", "smoke", "--output-dir", str(out), "-p", "mixtures", '["3-task"]'])
+        == 0
+    )
     table = pd.read_csv(out / "table1.csv")
     three = table[table["tasks"] == "room+webshop+alfworld"]
     assert len(three) == 6 and (three[["room", "webshop", "alfworld", "avg"]].notna()).all().all()  # every Table 1 row

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
-from comprl import parallel, run_experiments
+from comprl import run_experiments
+from comprl.kit import parallel
 from comprl.config import make_config
 
 TIMING = ("seconds", "per_second", "_ms_")  # wall-time columns, as in test_resume.py
@@ -98,7 +99,9 @@ def test_two_runs_at_once_log_the_rows_of_the_same_runs_one_after_another(tmp_pa
         assert run.finished and run.path == tmp_path / "parallel" / name
         pd.testing.assert_frame_equal(rows(run), rows(one_by_one[name]))
     # the workers' log lines are logged here, whole
-    assert sum(line.startswith(("comp_rl_seed0: step 1/1: ", "baseline_seed1: step 1/1: ")) for line in started.lines) == 2
+    assert (
+        sum(line.startswith(("comp_rl_seed0: step 1/1: ", "baseline_seed1: step 1/1: ")) for line in started.lines) == 2
+    )
     assert "comp_rl_seed0: done (1 of 2 runs)" in started.lines or "comp_rl_seed0: done (2 of 2 runs)" in started.lines
 
     # the same call again finds both runs finished, and starts no process for them
@@ -129,7 +132,8 @@ def test_a_run_failing_in_its_worker_raises_its_error_here_and_stops_the_others(
         run_experiments(failing, tmp_path, jobs=2)
     assert any("run 'comp_rl_seed0'" in note for note in raised.value.__notes__)
     assert isinstance(raised.value.__cause__, parallel.WorkerTraceback)
-    assert "_experience_manager" in str(raised.value.__cause__)  # the worker's own traceback
+    worker_side = str(raised.value.__cause__)  # the worker's own traceback: its entry point down into the loop
+    assert "in _worker" in worker_side and "comprl/loop.py" in worker_side
     assert all(map(gone, started.pids.values()))  # the long run was stopped, not waited for
     assert not (tmp_path / "baseline_seed1" / "finished").exists()
 

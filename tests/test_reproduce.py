@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 import torch
 
-from comprl import checkpoint, paper, parallel, planner, reproduce, runs
-from comprl.cli import main
+from comprl import checkpoint, runs
+from comprl.kit import paper, parallel, planner, reproduce
+from comprl.kit.cli import main
 from comprl.config import make_config
 from comprl.envs import ENV_IDS
 
@@ -24,7 +25,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_path, capsys):
     results = tmp_path / "results"
-    args = ["reproduce", "--profile", "smoke", "--results", str(results), "--only", "01_single_task", "06_bank_explorer"]
+    args = [
+        "reproduce",
+        "--profile",
+        "smoke",
+        "--results",
+        str(results),
+        "--only",
+        "01_single_task",
+        "06_bank_explorer",
+    ]
     assert main(args) == 0
     root = results / "smoke"
     times = json.loads((root / "reproduce.json").read_text())
@@ -39,7 +49,11 @@ def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_pat
     assert "Actor instruction, `comprl/Room-Ultimate-5x5-v0`" in report and "transformers " in report
     assert "## 02_multitask\n\nNot run." in report and "Notes from" not in report
     (root / reproduce.NOTES).write_text("Paused twice for CI.\n")
-    assert reproduce.write_report("smoke", results).read_text().endswith("## Notes from whoever ran it\n\nPaused twice for CI.\n")
+    assert (
+        reproduce.write_report("smoke", results)
+        .read_text()
+        .endswith("## Notes from whoever ran it\n\nPaused twice for CI.\n")
+    )
     before = (root / "01_single_task" / "01_single_task.ipynb").stat().st_mtime
     assert main(args) == 0  # finished notebooks are not executed again
     assert (root / "01_single_task" / "01_single_task.ipynb").stat().st_mtime == before
@@ -48,7 +62,9 @@ def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_pat
 
 def test_jobs_go_to_the_notebooks_that_take_them_and_must_fit_the_cores(tmp_path, monkeypatch, capsys):
     executed = {}
-    monkeypatch.setattr("comprl.notebook_runner.run_notebook", lambda name, profile, params, out: executed.setdefault(name, params))
+    monkeypatch.setattr(
+        "comprl.kit.notebook_runner.run_notebook", lambda name, profile, params, out: executed.setdefault(name, params)
+    )
     monkeypatch.setattr(parallel, "usable_cores", lambda: [0, 1])
     assert main(["reproduce", "--profile", "smoke", "--results", str(tmp_path), "--jobs", "2"]) == 0
     assert {name: params.get("jobs") for name, params in executed.items()} == {
@@ -69,8 +85,10 @@ def test_jobs_go_to_the_notebooks_that_take_them_and_must_fit_the_cores(tmp_path
 def test_the_cpu_reproduction_copies_the_committed_reference_runs_on_their_sampling_path(tmp_path, monkeypatch, capsys):
     executed = {}
     monkeypatch.setattr(reproduce, "_missing_models", lambda profile, steps: [])  # Gemma (03) is an opt-in extra
-    monkeypatch.setattr("comprl.notebook_runner.run_notebook", lambda name, profile, params, out: executed.setdefault(name, params))
-    monkeypatch.setattr("comprl.reproduce.write_report", lambda profile, results: results / "REPORT.md")
+    monkeypatch.setattr(
+        "comprl.kit.notebook_runner.run_notebook", lambda name, profile, params, out: executed.setdefault(name, params)
+    )
+    monkeypatch.setattr("comprl.kit.reproduce.write_report", lambda profile, results: results / "REPORT.md")
     assert main(["reproduce", "--profile", "cpu", "--results", str(tmp_path)]) == 0
     reference = str(tmp_path / "reference" / "01_single_task_cpu")
     assert executed["01_single_task"]["reuse"] == [reference]
@@ -78,27 +96,46 @@ def test_the_cpu_reproduction_copies_the_committed_reference_runs_on_their_sampl
     for name in ("01_single_task", "02_multitask", "03_extractor_size", "04_ablations"):
         assert executed[name]["overrides"] == reproduce.OVERRIDES["cpu"]
     # what 01 will ask for is exactly the config the committed reference runs were trained with
+    planned = {(config.method, config.seed): config for config in reproduce.STEPS[0].configs("cpu")}
     for run in sorted((REPO / "results" / "reference" / "01_single_task_cpu").glob("*_seed*")):
         method, seed = run.name.rsplit("_seed", 1)
-        config = reproduce._config("cpu", method=method, seed=int(seed))
+        config = planned[method, int(seed)]
         assert not runs._differences(runs.Run(run).config().to_dict(), config.to_dict()), run.name
     capsys.readouterr()
 
 
 def test_a_model_that_is_not_installed_stops_the_reproduction_before_any_notebook(tmp_path, monkeypatch, capsys):
     executed = []
-    monkeypatch.setattr("comprl.notebook_runner.run_notebook", lambda name, profile, params, out: executed.append(name))
-    monkeypatch.setattr("comprl.reproduce.write_report", lambda profile, results: results / "REPORT.md")
+    monkeypatch.setattr(
+        "comprl.kit.notebook_runner.run_notebook", lambda name, profile, params, out: executed.append(name)
+    )
+    monkeypatch.setattr("comprl.kit.reproduce.write_report", lambda profile, results: results / "REPORT.md")
     # as if the Gemma extra were not installed: its module is one that does not exist
     monkeypatch.setitem(reproduce.MODEL_PACKAGES, "gemma3-270m", ("comprl_no_such_module", "pip install it"))
-    with pytest.raises(SystemExit, match=r"(?s)leave the notebook out with --only:\n  03_extractor_size loads gemma3-270m: pip install it$"):
-        main(["reproduce", "--profile", "cpu", "--results", str(tmp_path), "--only", "01_single_task", "03_extractor_size"])
+    with pytest.raises(
+        SystemExit,
+        match=r"(?s)leave the notebook out with --only:\n  03_extractor_size loads gemma3-270m: pip install it$",
+    ):
+        main(
+            [
+                "reproduce",
+                "--profile",
+                "cpu",
+                "--results",
+                str(tmp_path),
+                "--only",
+                "01_single_task",
+                "03_extractor_size",
+            ]
+        )
     assert executed == []
     assert main(["reproduce", "--profile", "cpu", "--results", str(tmp_path), "--only", "01_single_task"]) == 0
     assert executed == ["01_single_task"]
     # a notebook that finished before needs no model: it is not executed again
     times = json.loads((tmp_path / "cpu" / "reproduce.json").read_text())
-    (tmp_path / "cpu" / "reproduce.json").write_text(json.dumps({**times, "03_extractor_size": times["01_single_task"]}))
+    (tmp_path / "cpu" / "reproduce.json").write_text(
+        json.dumps({**times, "03_extractor_size": times["01_single_task"]})
+    )
     assert main(["reproduce", "--profile", "cpu", "--results", str(tmp_path), "--only", "03_extractor_size"]) == 0
     assert executed == ["01_single_task"]
     capsys.readouterr()
@@ -121,13 +158,18 @@ def test_dry_run_checks_every_paper_config_and_prints_the_plan(tmp_path, capsys)
     assert "actor:     prefill" in printed and "extractor: 768 distillation calls" in printed
     # no measurement: said plainly, no step time, and the command that measures one
     assert "no throughput measurement for a GPU" in printed and "no step time is estimated" in printed
-    assert "python benchmarks/rollout_throughput.py --model Qwen/Qwen2.5-7B-Instruct" in printed and "--json auto" in printed
+    assert (
+        "python benchmarks/rollout_throughput.py --model Qwen/Qwen2.5-7B-Instruct" in printed
+        and "--json auto" in printed
+    )
     assert "step             =" not in printed
 
 
 def _cpu_measurement() -> Path:
     """The CPU measurement checked in under results/throughput/."""
-    found = [p for p in sorted(planner.THROUGHPUT_DIR.glob("*.json")) if json.loads(p.read_text())["device_kind"] == "cpu"]
+    found = [
+        p for p in sorted(planner.THROUGHPUT_DIR.glob("*.json")) if json.loads(p.read_text())["device_kind"] == "cpu"
+    ]
     assert found, f"no CPU measurement in {planner.THROUGHPUT_DIR}"
     return found[0]
 
@@ -172,11 +214,11 @@ def test_a_measurement_in_the_results_folder_is_used_only_for_its_kind_of_device
 
 def test_dry_run_says_how_far_a_reproduction_has_come(tmp_path, capsys):
     folder = tmp_path / "smoke" / "01_single_task"
-    runs.Run.create(folder, reproduce._config("smoke", method="comp_rl", seed=0), "comp_rl_seed0").mark_finished()
-    under_way = runs.Run.create(folder, reproduce._config("smoke", method="baseline", seed=0), "baseline_seed0")
+    runs.Run.create(folder, make_config("smoke", method="comp_rl", seed=0), "comp_rl_seed0").mark_finished()
+    under_way = runs.Run.create(folder, make_config("smoke", method="baseline", seed=0), "baseline_seed0")
     checkpoint.save(under_way.path, 1, None, None)
     # a finished run of another config is not one of 01's
-    runs.Run.create(folder, reproduce._config("smoke", method="static", seed=7), "static_seed0").mark_finished()
+    runs.Run.create(folder, make_config("smoke", method="static", seed=7), "static_seed0").mark_finished()
     assert main(["reproduce", "--profile", "smoke", "--dry-run", "--results", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "01_single_task: 4 runs, 2 steps each; 1 finished, 1 under way (at step 1), 2 to start" in printed
@@ -206,7 +248,9 @@ def test_gpu_measurement_spreads_over_the_placement_and_scales_by_parameters(tmp
     )
     async_config = make_config("paper", method="comp_rl", **{"experience.mode": "async"})
     overlapped = planner.step_time(async_config, budget, throughput)
-    assert overlapped.step == pytest.approx(max(took.rollout + took.actor_update, took.extraction + took.extractor_update))
+    assert overlapped.step == pytest.approx(
+        max(took.rollout + took.actor_update, took.extraction + took.extractor_update)
+    )
     # the mixture-of-experts extractor scales by its active parameters, not all 30.5B
     moe = make_config("paper", method="comp_rl", **{"extractor.model": "Qwen/Qwen3-30B-A3B-Instruct-2507"})
     assert throughput.rate("decode", moe.extractor.model) == pytest.approx(2000 * 7.62 / 3.3)
@@ -259,7 +303,9 @@ def test_episodes_end_at_the_context_cap_under_the_longest_replies():
     # free half: 253 + t * (4096 + 137) + 4096 <= 32768 up to t = 6, so 7 turns; guided (+274 entry tokens): also 7
     assert room.turns == 7 and room.rollouts == 128 and room.decode == 128 * 7 * 4096
     assert room.sequence == pytest.approx(253 + 274 / 2 + 6 * (4096 + 137) + 4096)
-    roomy = planner.step_budget(dataclasses.replace(config, rollout=dataclasses.replace(config.rollout, max_context_tokens=10**6)))
+    roomy = planner.step_budget(
+        dataclasses.replace(config, rollout=dataclasses.replace(config.rollout, max_context_tokens=10**6))
+    )
     assert roomy.tasks[0].turns == 30
     baseline = planner.step_budget(make_config("paper", method="baseline"))
     assert baseline.distill_calls == 0 and baseline.tasks[0].first == 253  # no entry, no extractor
@@ -289,13 +335,37 @@ def test_prompt_token_table_matches_a_fresh_measurement():
 def test_benchmark_writes_a_file_the_planner_reads(tmp_path):
     path = tmp_path / "tiny.json"
     subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "rollout_throughput.py"), "--model", "tiny-random", "--device", "cpu",
-         "--no-compare", "--batch", "2", "--prompt-tokens", "32", "--decode-tokens", "4", "--train-batch", "2",
-         "--train-tokens", "32", "--json", str(path), "--note", "test"],
-        check=True, capture_output=True, cwd=REPO,
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "rollout_throughput.py"),
+            "--model",
+            "tiny-random",
+            "--device",
+            "cpu",
+            "--no-compare",
+            "--batch",
+            "2",
+            "--prompt-tokens",
+            "32",
+            "--decode-tokens",
+            "4",
+            "--train-batch",
+            "2",
+            "--train-tokens",
+            "32",
+            "--json",
+            str(path),
+            "--note",
+            "test",
+        ],
+        check=True,
+        capture_output=True,
+        cwd=REPO,
     )
     throughput = planner.load_throughput(path)
-    assert throughput.device_kind == "cpu" and throughput.device.startswith("CPU: ") and throughput.model == "tiny-random"
+    assert (
+        throughput.device_kind == "cpu" and throughput.device.startswith("CPU: ") and throughput.model == "tiny-random"
+    )
     assert throughput.batch_size == 2 and throughput.train_tokens_per_s > 0 and throughput.note == "test"
     assert "expected step time from" in reproduce.dry_run("smoke", throughput=path)
 
@@ -334,17 +404,28 @@ def test_shipped_model_configs_build_the_model_cards_parameter_counts(model, car
 
 def test_each_claim_stands_next_to_the_papers_number_with_the_delta_and_the_direction(tmp_path):
     (tmp_path / "01_single_task").mkdir()
-    rows = "method,success_after,episode_length_after\nbaseline,0.5,4.0\ncomp_rl,0.25,5.0\nbaseline,0.7,4.0\ncomp_rl,0.35,5.0\n"
+    rows = (
+        "method,success_after,episode_length_after\nbaseline,0.5,4.0\ncomp_rl,0.25,5.0\nbaseline,0.7,4.0\n"
+        "comp_rl,0.35,5.0\n"
+    )
     (tmp_path / "01_single_task" / "summary.csv").write_text(rows)
     claims = reproduce._claims(tmp_path)
     assert claims[0] == "| claim | paper | this run | delta | direction |"
     # the paper's ratios are above 1, ours below: the other way
     assert "| single task Room: comp_rl / baseline success | 1.30x | 0.50x | -0.80x | not reproduced |" in claims
-    assert "| single task Room: baseline / comp_rl actions per episode | 1.50x | 0.80x | -0.70x | not reproduced |" in claims
-    (tmp_path / "01_single_task" / "summary.csv").write_text("method,success_after,episode_length_after\nbaseline,0,4\ncomp_rl,0.1,3\n")
+    assert (
+        "| single task Room: baseline / comp_rl actions per episode | 1.50x | 0.80x | -0.70x | not reproduced |"
+        in claims
+    )
+    (tmp_path / "01_single_task" / "summary.csv").write_text(
+        "method,success_after,episode_length_after\nbaseline,0,4\ncomp_rl,0.1,3\n"
+    )
     claims = reproduce._claims(tmp_path)
     assert "| single task Room: comp_rl / baseline success | 1.30x | - | - | - |" in claims  # baseline 0: no ratio
-    assert "| single task Room: baseline / comp_rl actions per episode | 1.50x | 1.33x | -0.17x | same direction |" in claims
+    assert (
+        "| single task Room: baseline / comp_rl actions per episode | 1.50x | 1.33x | -0.17x | same direction |"
+        in claims
+    )
     (tmp_path / "02_multitask").mkdir()
     table = pd.DataFrame(
         [(label, ours, sd, paper.TABLE_1_3_TASK[label]["avg"]) for (label, _, _), ours, sd in zip(
@@ -354,20 +435,42 @@ def test_each_claim_stands_next_to_the_papers_number_with_the_delta_and_the_dire
     )
     table.to_csv(tmp_path / "02_multitask" / "table1_vs_paper.csv", index=False)
     claims = reproduce._claims(tmp_path)
-    assert "| 3-task Table 1, Baseline GRPO (no experience): avg success | 0.75 | 0.25 (sd 0.05 over seeds) | -0.50 | - |" in claims
+    assert (
+        "| 3-task Table 1, Baseline GRPO (no experience): avg success | 0.75 | 0.25 (sd 0.05 over seeds) | -0.50 | - |"
+        in claims
+    )
     # read against our baseline (0.25): the paper's exp_only and static rows are below its baseline, ours above
-    assert "| 3-task Table 1, Experience only (actor frozen): avg success | 0.33 | 0.10 | -0.23 | same direction |" in claims
-    assert "| 3-task Table 1, Static online experience, eval with exp.: avg success | 0.59 | 0.30 (sd 0.10 over seeds) | -0.29 | not reproduced |" in claims
-    assert "| 3-task Table 1, Complementary RL, eval with exp.: avg success | 0.82 | 0.35 (sd 0.10 over seeds) | -0.47 | same direction |" in claims
+    assert (
+        "| 3-task Table 1, Experience only (actor frozen): avg success | 0.33 | 0.10 | -0.23 | same direction |"
+        in claims
+    )
+    assert (
+        "| 3-task Table 1, Static online experience, eval with exp.: avg success | 0.59 | 0.30 (sd 0.10 over seeds) "
+        "| -0.29 | not reproduced |"
+        in claims
+    )
+    assert (
+        "| 3-task Table 1, Complementary RL, eval with exp.: avg success | 0.82 | 0.35 (sd 0.10 over seeds) | -0.47 "
+        "| same direction |"
+        in claims
+    )
     # with experience minus without: the paper's +0.05 (static) and +0.04 (comp_rl)
-    assert "| 3-task Table 1, static: eval with experience minus without | +0.050 | +0.000 | -0.050 | not reproduced |" in claims
-    assert "| 3-task Table 1, comp_rl: eval with experience minus without | +0.040 | +0.050 | +0.010 | same direction |" in claims
+    assert (
+        "| 3-task Table 1, static: eval with experience minus without | +0.050 | +0.000 | -0.050 | not reproduced |"
+        in claims
+    )
+    assert (
+        "| 3-task Table 1, comp_rl: eval with experience minus without | +0.040 | +0.050 | +0.010 | same direction |"
+        in claims
+    )
     (tmp_path / "02_multitask" / "task_scaling.csv").write_text("tasks_trained,gain\n1,0.05\n3,0.01\n6,-0.02\n")
     (tmp_path / "03_extractor_size").mkdir()
     sizes = "extractor,guided_success_after\nSmolLM2-135M,0.29\nGemma3-270M,0.22\n"
     (tmp_path / "03_extractor_size" / "summary.csv").write_text(sizes)
     claims = reproduce._claims(tmp_path)  # claims whose own format is signed
-    assert "| task scaling, 1 tasks: gain over baseline | - | +0.050 | - | - |" in claims  # the paper has no 1-task point
+    assert (
+        "| task scaling, 1 tasks: gain over baseline | - | +0.050 | - | - |" in claims
+    )  # the paper has no 1-task point
     assert "| task scaling, 3 tasks: gain over baseline | +0.066 | +0.010 | -0.056 | same direction |" in claims
     assert "| task scaling, 6 tasks: gain over baseline | +0.081 | -0.020 | -0.101 | not reproduced |" in claims
     assert "| larger extractor: avg success gain | +0.050 | -0.070 | -0.120 | not reproduced |" in claims
@@ -378,14 +481,20 @@ def test_a_direction_resting_on_less_than_two_standard_errors_is_marked_as_seed_
     # (row, avg, sd over seeds): the baseline at 0.25 (sd 0.05), three seeds each
     ours = [(0.25, 0.05), (0.30, 0.10), (0.60, 0.01), (0.10, None), (0.35, 0.10), (0.30, 0.10)]
     table = pd.DataFrame(
-        [(label, "3-task", 3, avg, sd, paper.TABLE_1_3_TASK[label]["avg"]) for (label, _, _), (avg, sd) in zip(paper.TABLE_ROWS, ours)],
+        [
+            (label, "3-task", 3, avg, sd, paper.TABLE_1_3_TASK[label]["avg"])
+            for (label, _, _), (avg, sd) in zip(paper.TABLE_ROWS, ours)
+        ],
         columns=["row", "tasks", "seeds", "avg", "avg_sd", "paper_avg"],
     )
     table.to_csv(tmp_path / "02_multitask" / "table1_vs_paper.csv", index=False)
     table.drop(columns="paper_avg").to_csv(tmp_path / "02_multitask" / "table1.csv", index=False)
     (tmp_path / "02_multitask" / "task_scaling.csv").write_text("tasks,tasks_trained,gain\n3-task,3,0.10\n")
     (tmp_path / "04_ablations").mkdir()
-    summary = "variant,seeds,guided_success_after,guided_success_after_sd\ncomp_rl,3,0.5,0.01\nno_merge,3,0.4,0.01\nshared_weights,3,0.45,0.1\n"
+    summary = (
+        "variant,seeds,guided_success_after,guided_success_after_sd\ncomp_rl,3,0.5,0.01\n"
+        "no_merge,3,0.4,0.01\nshared_weights,3,0.45,0.1\n"
+    )
     (tmp_path / "04_ablations" / "summary.csv").write_text(summary)
     (tmp_path / "01_single_task").mkdir()
     single = (
@@ -395,37 +504,90 @@ def test_a_direction_resting_on_less_than_two_standard_errors_is_marked_as_seed_
     (tmp_path / "01_single_task" / "summary.csv").write_text(single)
     claims = "\n".join(reproduce._claims(tmp_path))
     # the ratios are read on the difference of means under them: -0.27 against an error of 0.15, -0.6 against 0.59
-    assert "| single task Room: comp_rl / baseline success | 1.30x | 0.52x | -0.78x | not reproduced, within the seed noise |" in claims
-    assert "| single task Room: baseline / comp_rl actions per episode | 1.50x | 0.88x | -0.62x | not reproduced, within the seed noise |" in claims
+    assert (
+        "| single task Room: comp_rl / baseline success | 1.30x | 0.52x | -0.78x "
+        "| not reproduced, within the seed noise |"
+        in claims
+    )
+    assert (
+        "| single task Room: baseline / comp_rl actions per episode | 1.50x | 0.88x | -0.62x "
+        "| not reproduced, within the seed noise |"
+        in claims
+    )
     # comp_rl +0.10 over the baseline, standard error sqrt(0.05^2/3 + 0.10^2/3) = 0.065: inside 2 errors
-    assert "| 3-task Table 1, Complementary RL, eval with exp.: avg success | 0.82 | 0.35 (sd 0.10 over seeds) | -0.47 | same direction, within the seed noise |" in claims
-    assert "Static online experience, eval with exp.: avg success | 0.59 | 0.30 (sd 0.10 over seeds) | -0.29 | not reproduced, within the seed noise |" in claims
+    assert (
+        "| 3-task Table 1, Complementary RL, eval with exp.: avg success | 0.82 | 0.35 (sd 0.10 over seeds) | -0.47 "
+        "| same direction, within the seed noise |"
+        in claims
+    )
+    assert (
+        "Static online experience, eval with exp.: avg success | 0.59 | 0.30 (sd 0.10 over seeds) | -0.29 "
+        "| not reproduced, within the seed noise |"
+        in claims
+    )
     # +0.35 against an error of 0.029: a direction the seeds agree on, here the wrong one
-    assert "Static online experience, eval without exp.: avg success | 0.54 | 0.60 (sd 0.01 over seeds) | +0.06 | not reproduced |" in claims
-    assert "Experience only (actor frozen): avg success | 0.33 | 0.10 | -0.23 | same direction |" in claims  # one sd unknown
-    assert "| 3-task Table 1, comp_rl: eval with experience minus without | +0.040 | +0.050 | +0.010 | same direction, within the seed noise |" in claims
-    assert "| task scaling, 3 tasks: gain over baseline | +0.066 | +0.100 | +0.034 | same direction, within the seed noise |" in claims
-    assert "| ablation no_merge: held-out success with experience, minus comp_rl's | lower | -0.100 (sd over seeds 0.010, comp_rl 0.010) | - | same direction |" in claims
-    assert "| ablation shared_weights: held-out success with experience, minus comp_rl's | lower | -0.050 (sd over seeds 0.100, comp_rl 0.010) | - | same direction, within the seed noise |" in claims
+    assert (
+        "Static online experience, eval without exp.: avg success | 0.54 | 0.60 (sd 0.01 over seeds) | +0.06 "
+        "| not reproduced |"
+        in claims
+    )
+    assert (
+        "Experience only (actor frozen): avg success | 0.33 | 0.10 | -0.23 | same direction |" in claims
+    )  # one sd unknown
+    assert (
+        "| 3-task Table 1, comp_rl: eval with experience minus without | +0.040 | +0.050 | +0.010 "
+        "| same direction, within the seed noise |"
+        in claims
+    )
+    assert (
+        "| task scaling, 3 tasks: gain over baseline | +0.066 | +0.100 | +0.034 "
+        "| same direction, within the seed noise |"
+        in claims
+    )
+    assert (
+        "| ablation no_merge: held-out success with experience, minus comp_rl's | lower "
+        "| -0.100 (sd over seeds 0.010, comp_rl 0.010) | - | same direction |"
+        in claims
+    )
+    assert (
+        "| ablation shared_weights: held-out success with experience, minus comp_rl's | lower "
+        "| -0.050 (sd over seeds 0.100, comp_rl 0.010) | - | same direction, within the seed noise |"
+        in claims
+    )
 
 
 def test_ablations_are_read_against_the_papers_directions(tmp_path):
     (tmp_path / "04_ablations").mkdir()
     summary = (
+        ""
         "variant,guided_success_after,guided_success_after_sd\ncomp_rl,0.5,0.1\nno_merge,0.4,0.05\nno_search_and_ask,0.6,\n"
         "no_split_advantages,0.2,0.1\n"
     )
     (tmp_path / "04_ablations" / "summary.csv").write_text(summary)
-    curves = {"comp_rl": [0.1, 0.3, 0.5, 0.5, 0.6, 0.6, 0.6, 0.6], "no_split_advantages": [0.1, 0.4, 0.6, 0.6, 0.3, 0.1, 0.0, 0.0]}
-    rows = [("train", variant, seed, step + 1, rate) for variant, curve in curves.items() for seed in (0, 1) for step, rate in enumerate(curve)]
-    pd.DataFrame(rows, columns=["phase", "variant", "seed", "step", "success_rate"]).to_csv(tmp_path / "04_ablations" / "metrics.csv", index=False)
+    curves = {
+        "comp_rl": [0.1, 0.3, 0.5, 0.5, 0.6, 0.6, 0.6, 0.6],
+        "no_split_advantages": [0.1, 0.4, 0.6, 0.6, 0.3, 0.1, 0.0, 0.0],
+    }
+    rows = [
+        ("train", variant, seed, step + 1, rate)
+        for variant, curve in curves.items()
+        for seed in (0, 1)
+        for step, rate in enumerate(curve)
+    ]
+    pd.DataFrame(rows, columns=["phase", "variant", "seed", "step", "success_rate"]).to_csv(
+        tmp_path / "04_ablations" / "metrics.csv", index=False
+    )
     claims = reproduce._claims(tmp_path)
     assert (
         "| ablation no_merge: held-out success with experience, minus comp_rl's | lower | -0.100 (sd over seeds 0.050, "
         "comp_rl 0.100) | - | same direction |"
     ) in claims
     # one seed: no spread to show
-    assert "| ablation no_search_and_ask: held-out success with experience, minus comp_rl's | lower | +0.100 | - | not reproduced |" in claims
+    assert (
+        "| ablation no_search_and_ask: held-out success with experience, minus comp_rl's | lower | +0.100 | - "
+        "| not reproduced |"
+        in claims
+    )
     # quarters of 2 steps: comp_rl's last (0.6) is its best; no_split_advantages falls from 0.6 to 0.0
     assert (
         "| ablation no_split_advantages: training success, last quarter of the run minus its best quarter "
@@ -446,9 +608,9 @@ def test_a_notebooks_wall_time_adds_up_over_a_killed_call_and_the_call_that_fini
         if len(calls) == 1:
             raise KeyboardInterrupt  # the first call dies inside 01
 
-    monkeypatch.setattr("comprl.notebook_runner.run_notebook", run_notebook)
+    monkeypatch.setattr("comprl.kit.notebook_runner.run_notebook", run_notebook)
     monkeypatch.setattr(reproduce, "CLOCK_SECONDS", 0.1)
-    monkeypatch.setattr("comprl.reproduce.write_report", lambda profile, results: results / "REPORT.md")
+    monkeypatch.setattr("comprl.kit.reproduce.write_report", lambda profile, results: results / "REPORT.md")
     args = ["reproduce", "--profile", "smoke", "--results", str(tmp_path), "--only", "01_single_task"]
     with pytest.raises(KeyboardInterrupt):
         main(args)
@@ -474,9 +636,9 @@ def test_two_reproductions_side_by_side_keep_each_others_wall_times(tmp_path, mo
         both_running.wait(timeout=10)  # the two calls are inside their notebooks at the same time
         time.sleep(0.5)  # each one records several times while the other one runs
 
-    monkeypatch.setattr("comprl.notebook_runner.run_notebook", run_notebook)
+    monkeypatch.setattr("comprl.kit.notebook_runner.run_notebook", run_notebook)
     monkeypatch.setattr(reproduce, "CLOCK_SECONDS", 0.05)
-    monkeypatch.setattr("comprl.reproduce.write_report", lambda profile, results: results / "REPORT.md")
+    monkeypatch.setattr("comprl.kit.reproduce.write_report", lambda profile, results: results / "REPORT.md")
     calls = [
         threading.Thread(target=main, args=(["reproduce", "--profile", "smoke", "--results", str(tmp_path), "--only",
                                              name],))

@@ -7,8 +7,9 @@ import math
 import pytest
 
 from comprl.config import make_config
-from comprl.parallel import run_experiments
-from comprl.runs import Run, copy_finished, load_metrics, summary_table, task_table
+from comprl.kit.parallel import run_experiments
+from comprl.kit.report import summary_table, task_table
+from comprl.runs import Run, copy_finished, load_metrics
 
 
 def make_run(root, method: str, seed: int, before: float, after: float, steps: int = 2) -> Run:
@@ -26,7 +27,10 @@ def test_summary_gives_the_mean_and_the_spread_over_seeds(tmp_path):
     table = summary_table(load_metrics(runs)).set_index("method")
     assert table.loc["baseline", "seeds"] == 3 and table.loc["baseline", "success_after"] == 0.5
     assert table.loc["baseline", "success_after_sd"] == pytest.approx(0.25)  # sample standard deviation
-    assert table.loc["baseline", "success_before"] == pytest.approx(0.1) and table.loc["baseline", "success_before_sd"] == 0
+    assert (
+        table.loc["baseline", "success_before"] == pytest.approx(0.1)
+        and table.loc["baseline", "success_before_sd"] == 0
+    )
     assert math.isnan(table.loc["comp_rl", "success_after_sd"])  # one seed: no spread
 
 
@@ -35,7 +39,16 @@ def test_table_1_averages_each_seed_over_the_tasks_and_gives_the_spread_of_those
     for seed, (room, webshop, alfworld) in enumerate([(0.5, 0.25, 0.0), (1.0, 0.75, 0.5)]):
         run = Run.create(tmp_path, make_config("smoke", tasks="3-task", seed=seed), name=f"3-task_seed{seed}")
         run.log(0, "eval", {"success_rate": 0.0})
-        run.log(2, "eval", {"success_rate": 0.0, "room_success_rate": room, "webshop_success_rate": webshop, "alfworld_success_rate": alfworld})
+        run.log(
+            2,
+            "eval",
+            {
+                "success_rate": 0.0,
+                "room_success_rate": room,
+                "webshop_success_rate": webshop,
+                "alfworld_success_rate": alfworld,
+            },
+        )
         runs.append(run)
     (row,) = task_table(load_metrics(runs)).to_dict("records")
     assert row["row"] == "Baseline GRPO (no experience)" and row["seeds"] == 2
@@ -54,7 +67,12 @@ def test_one_run_folder_loads_as_well_as_a_list(tmp_path):
 def test_rollback_keeps_the_rows_a_checkpoint_covers(tmp_path):
     run = make_run(tmp_path, "baseline", 0, 0.0, 1.0, steps=3)
     run.rollback(3)  # the final evaluation was logged after the checkpoint of step 3
-    assert list(zip(run.metrics()["step"], run.metrics()["phase"])) == [(0, "eval"), (1, "train"), (2, "train"), (3, "train")]
+    assert list(zip(run.metrics()["step"], run.metrics()["phase"])) == [
+        (0, "eval"),
+        (1, "train"),
+        (2, "train"),
+        (3, "train"),
+    ]
     run.rollback(1)
     assert list(zip(run.metrics()["step"], run.metrics()["phase"])) == [(0, "eval"), (1, "train")]
 
@@ -83,5 +101,10 @@ def test_a_finished_run_of_the_same_config_is_copied_from_earlier_results_not_tr
     assert copy.metrics().equals(earlier.metrics()) and not (copy.path / "checkpoint").exists()
     # another config is left to train
     other = make_config("smoke", method="comp_rl", seed=1, steps=2)
-    assert copy_finished(other, [tmp_path / "01"], tmp_path / "02" / "x") is None and not (tmp_path / "02" / "x").exists()
-    assert copy_finished(make_config("smoke", method="baseline", steps=2), [tmp_path / "01"], tmp_path / "02" / "y") is None
+    assert (
+        copy_finished(other, [tmp_path / "01"], tmp_path / "02" / "x") is None and not (tmp_path / "02" / "x").exists()
+    )
+    assert (
+        copy_finished(make_config("smoke", method="baseline", steps=2), [tmp_path / "01"], tmp_path / "02" / "y")
+        is None
+    )

@@ -10,7 +10,7 @@ import pytest
 from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
 from comprl.config import make_config
 from comprl.runs import Run
-from comprl.widgets import BankExplorer, LiveTrainingPlot
+from comprl.kit.widgets import BankExplorer, LiveTrainingPlot
 
 SCRIPT_TITLE = "<script>alert(1)</script> trick"
 

@@ -47,6 +47,7 @@ from comprl.experience.retrieval import Query, RetrievalPolicy
 from comprl.llm import HFEngine, load_model, load_tokenizer, resolve_dtype
 from comprl.policy_gradient import PolicyGradientTrainer
 
+
 class ExperienceManager:
     """The experience side of one run, behind the interface the actor side calls.
 
@@ -272,7 +273,6 @@ class ExperienceManager:
             self._counts["manager_warmup_waits"] += 1
             self._cv.wait(min(seconds, 1.0))
             return True
-
 
     # -----------------------------------------------------------------------------------------------------
     # Episodes in, credit, the step boundary

@@ -15,13 +15,14 @@ runs (02's single-task runs, 03's smaller extractor and 04's plain comp_rl are 0
 ``results/<profile>/reproduce.json``, summed over the calls that executed a notebook (a call killed mid-notebook
 keeps its time to the last minute; the time between calls is not counted). Calls on different notebooks may run
 side by side, ``taskset`` giving each its cores: each writes only its own entry there, under a file lock. The report
-puts every table next to the paper's numbers (:mod:`comprl.paper`) and lists profile, seeds, models, prompts and
+puts every table next to the paper's numbers (:mod:`comprl.kit.paper`) and lists profile, seeds, models, prompts and
 package versions.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import platform
 import threading
@@ -36,24 +37,11 @@ from typing import Any, Callable, Iterable, Iterator
 import pandas as pd
 from filelock import FileLock
 
-from comprl import console, paper
-from comprl.config import MODEL_PACKAGES
-from comprl.config import EXTRACTOR_SIZES, PROFILES, ExperimentConfig, make_config
-from comprl.planner import THROUGHPUT_DIR, device_kind, find_throughputs, load_throughput, resource_plan
-
-PAPER_METHODS = ("baseline", "static", "exp_only", "comp_rl")
-
-
-@dataclass(frozen=True)
-class Step:
-    """One notebook of the reproduction: its parameters per profile and the configs it will run."""
-
-    notebook: str
-    params: Callable[[str, Path], dict[str, Any]]
-    """(profile, results folder of this profile) -> papermill parameters."""
-    configs: Callable[[str], list[ExperimentConfig]]
-    """profile -> the configs of the notebook's training runs (what ``--dry-run`` checks and plans)."""
-
+from comprl import console
+from comprl.config import MODEL_PACKAGES, PROFILES, ExperimentConfig
+from comprl.kit import paper
+from comprl.kit.planner import THROUGHPUT_DIR, device_kind, find_throughputs, load_throughput, resource_plan
+from comprl.kit.plans import NOTEBOOK_PLANS
 
 SEEDS = {"smoke": [0], "cpu": [0, 1, 2], "paper": [0, 1, 2]}
 """Seeds per profile (cpu: the three of the committed reference runs)."""
@@ -79,64 +67,68 @@ OVERRIDES = {"cpu": {"actor.generation_adapter_dtype": "float32", "extractor.gen
 """Config fields a profile's reproduction sets in every run. cpu: the sampling path of the committed reference runs
 (float32 LoRA adapters while generating, the path they were trained on), so that 01's runs are those runs, copied
 (:data:`REFERENCE_RUNS`), and every later run is compared with them on the same path. It costs the cpu runs the
-1.2x faster rollout of bf16 adapters (``benchmarks/generation_overheads.py``)."""
+faster rollout of bf16 adapters (``benchmarks/generation_overheads.py`` measures how much)."""
 
 REFERENCE_RUNS = {"cpu": ["reference/01_single_task_cpu"]}
 """Folders under ``--results`` whose finished runs a profile's reproduction copies instead of training them again:
 the committed reference runs of the cpu profile are 01's twelve runs (four methods, seeds 0-2)."""
 
 
-def _config(profile: str, **fields: Any) -> ExperimentConfig:
-    """A config of the profile's reproduction: the profile, its :data:`OVERRIDES`, then ``fields``."""
-    return make_config(profile, **{**OVERRIDES.get(profile, {}), **fields})
+def _no_params(_: Any) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One notebook of the reproduction and the parameters it gets per profile; its runs are its notebook's plan
+    (:data:`comprl.kit.plans.NOTEBOOK_PLANS`) built from those parameters."""
+
+    notebook: str
+    choices: Callable[[str], dict[str, Any]] = _no_params
+    """profile -> the papermill parameters that choose the notebook's runs (seeds, mixtures...)."""
+    folders: Callable[[Path], dict[str, Any]] = _no_params
+    """results folder of the profile -> the papermill parameters that name folders in it."""
+
+    def params(self, profile: str, root: Path) -> dict[str, Any]:
+        """The papermill parameters of the notebook (:func:`reproduce` adds ``jobs``, ``overrides`` and ``reuse``
+        where the notebook takes them)."""
+        return {**self.choices(profile), **self.folders(root)}
+
+    def configs(self, profile: str) -> list[ExperimentConfig]:
+        """The configs of the notebook's training runs in the reproduction (what ``--dry-run`` checks and plans):
+        its plan from its default parameters, those of :attr:`choices` and the profile's :data:`OVERRIDES`."""
+        build = NOTEBOOK_PLANS.get(self.notebook)
+        if build is None:
+            return []
+        values = {**notebook_defaults(self.notebook), **self.choices(profile), "profile": profile}
+        if OVERRIDES.get(profile):
+            values["overrides"] = OVERRIDES[profile]
+        taken = inspect.signature(build).parameters
+        return list(build(**{key: value for key, value in values.items() if key in taken}).configs.values())
 
 
 STEPS: tuple[Step, ...] = (
     Step(
         "01_single_task",
-        lambda profile, root: {"seeds": _seeds(profile), "compare_with": ["baseline", "static", "exp_only"]},
-        lambda profile: [
-            _config(profile, method=m, seed=s) for m in PAPER_METHODS for s in _seeds(profile)
-        ],
+        lambda profile: {"seeds": _seeds(profile), "compare_with": ["baseline", "static", "exp_only"]},
     ),
     Step(
         "02_multitask",
-        lambda profile, root: {
+        lambda profile: {
             "seeds": _seeds(profile), "mixtures": _mixtures(profile), "batch_per_task": MIXTURE_BATCH.get(profile)
         },
-        lambda profile: [
-            _config(profile, tasks=mixture, method=m, seed=s, batch_instances=MIXTURE_BATCH.get(profile))
-            for mixture in _mixtures(profile) for m in PAPER_METHODS for s in _seeds(profile)
-        ] + [_config(profile, method=m, seed=s) for m in ("baseline", "comp_rl") for s in _seeds(profile)],
     ),
-    Step(
-        "03_extractor_size",
-        lambda profile, root: {"seeds": _seeds(profile)},
-        lambda profile: [
-            _config(profile, method="comp_rl", seed=s, **{"extractor.model": model})
-            for model in EXTRACTOR_SIZES[profile].values() for s in _seeds(profile)
-        ],
-    ),
-    Step(
-        "04_ablations",
-        lambda profile, root: {"seeds": _seeds(profile)},
-        lambda profile: [
-            _config(profile, method="comp_rl", seed=s, **variant)
-            for variant in notebook_defaults("04_ablations")["variants"].values() for s in _seeds(profile)
-        ],
-    ),
-    Step("05_latency_analysis", lambda profile, root: {}, lambda profile: []),
-    Step(
-        "06_bank_explorer",
-        lambda profile, root: {"run_dir": str(root / "01_single_task" / "comp_rl_seed0")},
-        lambda profile: [],
-    ),
+    Step("03_extractor_size", lambda profile: {"seeds": _seeds(profile)}),
+    Step("04_ablations", lambda profile: {"seeds": _seeds(profile)}),
+    Step("05_latency_analysis"),
+    Step("06_bank_explorer", folders=lambda root: {"run_dir": str(root / "01_single_task" / "comp_rl_seed0")}),
 )
 """The notebooks in dependency order (06 explores the bank of 01's comp_rl run)."""
 
+
 def notebook_defaults(notebook: str) -> dict[str, Any]:
     """The default values of a notebook's parameters cell (the variants a notebook runs live there, once)."""
-    from comprl.notebook_runner import declared_parameters, notebook_path
+    from comprl.kit.notebook_runner import declared_parameters, notebook_path
 
     return declared_parameters(notebook_path(notebook))
 
@@ -144,8 +136,8 @@ def notebook_defaults(notebook: str) -> dict[str, Any]:
 def reproduce(profile: str, results: Path, force: bool = False, only: list[str] | None = None, jobs: int = 1) -> Path:
     """Execute the notebooks of :data:`STEPS` (or those named in ``only``) with ``profile``; write the report.
     ``jobs``: runs at once, one core each, in the notebooks that take a ``jobs`` parameter."""
-    from comprl.notebook_runner import run_notebook
-    from comprl.parallel import check_jobs
+    from comprl.kit.notebook_runner import run_notebook
+    from comprl.kit.parallel import check_jobs
 
     if profile not in PROFILES:
         raise SystemExit(f"comprl: unknown profile {profile!r}; accepted: {', '.join(PROFILES)}")
@@ -306,7 +298,9 @@ def _progress(profile: str, results: Path, step: Step, configs: list[ExperimentC
         elif covered := [s for run in find_runs(config, [own]) if (s := covered_step(run.path)) is not None]:
             under_way.append(max(covered))
     going = f" (at step {', '.join(map(str, sorted(under_way, reverse=True)))})" if under_way else ""
-    return f"{finished} finished, {len(under_way)} under way{going}, {len(configs) - finished - len(under_way)} to start"
+    return (
+        f"{finished} finished, {len(under_way)} under way{going}, {len(configs) - finished - len(under_way)} to start"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -319,17 +313,21 @@ PACKAGES = ("torch", "transformers", "peft", "duckdb", "ray", "papermill", "nle"
 def write_report(profile: str, results: Path) -> Path:
     """``results/REPORT.md`` from what the notebooks wrote under ``results/<profile>/``."""
     root = results / profile
-    times: dict[str, Any] = json.loads((root / "reproduce.json").read_text()) if (root / "reproduce.json").exists() else {}
+    times: dict[str, Any] = (
+        json.loads((root / "reproduce.json").read_text()) if (root / "reproduce.json").exists() else {}
+    )
     configs = [
         ExperimentConfig.from_dict(json.loads(path.read_text())) for path in sorted(root.glob("*/**/config.json"))
     ]
     lines = [
         f"# comprl reproduction report: profile `{profile}`",
         "",
-        f"Written {datetime.now(timezone.utc).isoformat(timespec='seconds')} by `comprl reproduce --profile {profile}`. "
+        f"Written {datetime.now(timezone.utc).isoformat(timespec='seconds')} "
+        f"by `comprl reproduce --profile {profile}`. "
         "Paper: Complementary RL (arXiv 2603.17621). The paper's claims are about 7B actors; read this profile's "
-        "numbers as a check of direction at its scale, with the spread over seeds. A direction marked \"within the seed "
-        f"noise\" rests on a change smaller than {NOISE_ERRORS:g} standard errors of the difference of means over seeds.",
+        "numbers as a check of direction at its scale, with the spread over seeds. A direction marked "
+        f'"within the seed noise" rests on a change smaller than {NOISE_ERRORS:g} standard errors of the '
+        "difference of means over seeds.",
         "",
         "## Claims",
         "",
@@ -424,13 +422,31 @@ def _claims(root: Path) -> list[str]:
         for _, row in scaling.iterrows():
             tasks = int(row["tasks_trained"])
             reported = paper.TASK_SCALING_GAIN.get(tasks)
-            mixture = None if every_table is None else every_table[every_table["tasks"] == row.get("tasks")].set_index("row")
+            mixture = (
+                None if every_table is None else every_table[every_table["tasks"] == row.get("tasks")].set_index("row")
+            )
             gain = None if mixture is None or mixture.empty else _change(mixture, "avg", full_method, baseline)
-            claim(f"task scaling, {tasks} tasks: gain over baseline", reported, row["gain"], "{:+.3f}", versus=(0, 0), change=gain)
+            claim(
+                f"task scaling, {tasks} tasks: gain over baseline",
+                reported,
+                row["gain"],
+                "{:+.3f}",
+                versus=(0, 0),
+                change=gain,
+            )
     sizes = read("03_extractor_size", "summary.csv")
     if sizes is not None and len(sizes) >= 2 and "guided_success_after" in sizes:
-        gain = _change(sizes.reset_index(drop=True), "guided_success_after", len(sizes) - 1, 0)  # the last minus the first
-        claim("larger extractor: avg success gain", paper.LARGER_EXTRACTOR_GAIN, gain[0], "{:+.3f}", versus=(0, 0), change=gain)
+        gain = _change(
+            sizes.reset_index(drop=True), "guided_success_after", len(sizes) - 1, 0
+        )  # the last minus the first
+        claim(
+            "larger extractor: avg success gain",
+            paper.LARGER_EXTRACTOR_GAIN,
+            gain[0],
+            "{:+.3f}",
+            versus=(0, 0),
+            change=gain,
+        )
     ablations = read("04_ablations", "summary.csv")
     if ablations is not None and "comp_rl" in set(ablations["variant"]):
         out += _ablation_claims(ablations.set_index("variant"), read("04_ablations", "metrics.csv"))
@@ -438,12 +454,15 @@ def _claims(root: Path) -> list[str]:
     if latency is not None and "rollout_ratio" in latency:
         ratios = latency.loc[latency["mode"] == "async", "rollout_ratio"]
         if not ratios.empty:
-            out.append(f"| background track: rollout time vs baseline | 0.98-1.00x | {ratios.min():.2f}-{ratios.max():.2f}x | - | - |")
+            out.append(
+                "| background track: rollout time vs baseline | 0.98-1.00x | "
+                f"{ratios.min():.2f}-{ratios.max():.2f}x | - | - |"
+            )
     return out if len(out) > 2 else ["No notebook results yet."]
 
 
 def _ablation_claims(summary: pd.DataFrame, metrics: pd.DataFrame | None) -> list[str]:
-    """Notebook 04 against the paper's directions (:data:`comprl.paper.ABLATIONS`): a variant's held-out success
+    """Notebook 04 against the paper's directions (:data:`comprl.kit.paper.ABLATIONS`): a variant's held-out success
     with experience minus the full method's, and, where the paper reports a collapse, how far the variant's training
     success fell from its best quarter of the run to its last (mean over seeds) next to the full method's fall."""
     rows = []
@@ -452,10 +471,17 @@ def _ablation_claims(summary: pd.DataFrame, metrics: pd.DataFrame | None) -> lis
         if variant not in summary.index:
             continue
         gap, error = _change(summary, "guided_success_after", variant, "comp_rl")
-        sds = summary.loc[[variant, "comp_rl"], "guided_success_after_sd"] if "guided_success_after_sd" in summary else None
-        spread = "" if sds is None or sds.isna().any() else f" (sd over seeds {sds.iloc[0]:.3f}, comp_rl {sds.iloc[1]:.3f})"
+        sds = (
+            summary.loc[[variant, "comp_rl"], "guided_success_after_sd"]
+            if "guided_success_after_sd" in summary
+            else None
+        )
+        spread = (
+            "" if sds is None or sds.isna().any() else f" (sd over seeds {sds.iloc[0]:.3f}, comp_rl {sds.iloc[1]:.3f})"
+        )
         rows.append(
-            f"| ablation {variant}: held-out success with experience, minus comp_rl's | lower | {gap:+.3f}{spread} | - | "
+            f"| ablation {variant}: held-out success with experience, minus comp_rl's | lower | "
+            f"{gap:+.3f}{spread} | - | "
             f"{_direction(-1, gap, 0)}{_noise(gap, error)} |"
         )
         if direction == "collapse" and reference is not None:
@@ -550,7 +576,14 @@ def _setup(profile: str, configs: list[ExperimentConfig], times: dict[str, Any])
         (env,) = config.mixture().make_envs(env_id, 1)
         _, info = env.reset(seed=0)
         env.close()
-        out += [f"Actor instruction, `{env_id}` (the system prompt before any experience entry):", "", "```", info["instruction"], "```", ""]
+        out += [
+            f"Actor instruction, `{env_id}` (the system prompt before any experience entry):",
+            "",
+            "```",
+            info["instruction"],
+            "```",
+            "",
+        ]
     for style in sorted({c.extractor.style for c in configs if c.uses_experience}):
         system = distill_messages("", False, [], [], ExtractorFormat(style=style))[0]["content"]
         out += [f"Extractor distillation system prompt, style `{style}`:", "", "```", system, "```", ""]

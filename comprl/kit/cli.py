@@ -5,7 +5,7 @@
     comprl run 01_single_task --profile cpu --resume     # continue the latest such run after a kill
     comprl run 01_single_task --profile cpu -p jobs 2    # two runs at once, one core each (notebooks 01-04)
     comprl profiles
-    comprl reproduce --profile cpu               # every notebook, then results/REPORT.md (comprl.reproduce)
+    comprl reproduce --profile cpu               # every notebook, then results/REPORT.md (comprl.kit.reproduce)
     comprl reproduce --profile cpu --jobs 2      # the same, two runs at once, one core each
 """
 
@@ -16,16 +16,20 @@ import sys
 from pathlib import Path
 
 from comprl.config import PROFILES
-from comprl.notebook_runner import REPO_ROOT, parse_value, paths_from_here, run_notebook
+from comprl.kit.notebook_runner import REPO_ROOT, parse_value, paths_from_here, run_notebook
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="comprl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="comprl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="execute a notebook headless with a profile")
     run.add_argument("notebook", help="notebook name, e.g. 01_single_task")
     run.add_argument("--profile", default="smoke", help=f"one of: {', '.join(PROFILES)}")
-    run.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="notebook parameter")
+    run.add_argument(
+        "-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="notebook parameter"
+    )
     run.add_argument("--output-dir", type=Path, default=None, help="where the executed notebook and results go")
     run.add_argument(
         "--resume", action="store_true",
@@ -34,9 +38,17 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("profiles", help="list profiles and their main settings")
     again = sub.add_parser("reproduce", help="every notebook in dependency order, then results/REPORT.md")
     again.add_argument("--profile", default="smoke", help=f"one of: {', '.join(PROFILES)}")
-    again.add_argument("--results", type=Path, default=REPO_ROOT / "results", help="where results/<profile>/ and REPORT.md go")
-    again.add_argument("--only", nargs="+", default=None, metavar="NOTEBOOK", help="these notebooks only (e.g. 01_single_task)")
-    again.add_argument("--force", action="store_true", help="execute notebooks that finished before (their finished runs are still skipped)")
+    again.add_argument(
+        "--results", type=Path, default=REPO_ROOT / "results", help="where results/<profile>/ and REPORT.md go"
+    )
+    again.add_argument(
+        "--only", nargs="+", default=None, metavar="NOTEBOOK", help="these notebooks only (e.g. 01_single_task)"
+    )
+    again.add_argument(
+        "--force",
+        action="store_true",
+        help="execute notebooks that finished before (their finished runs are still skipped)",
+    )
     again.add_argument(
         "--jobs", type=int, default=1, metavar="N",
         help="runs at once in notebooks 01-04, each in its own process on a core of its own (at most the cores this "
@@ -55,25 +67,34 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "reproduce":
-        from comprl import reproduce
-        from comprl.planner import ThroughputError
+        from comprl.kit import reproduce
+        from comprl.kit.planner import ThroughputError
 
         if args.dry_run:
             try:
-                print(reproduce.dry_run(args.profile, args.throughput, args.results / "throughput", args.results.resolve()))
+                print(
+                    reproduce.dry_run(
+                        args.profile, args.throughput, args.results / "throughput", args.results.resolve()
+                    )
+                )
             except ThroughputError as err:
                 raise SystemExit(f"comprl: {err}")
             return 0
         if args.throughput is not None:
             parser.error("--throughput only applies with --dry-run")
-        report = reproduce.reproduce(args.profile, args.results.resolve(), force=args.force, only=args.only, jobs=args.jobs)
+        report = reproduce.reproduce(
+            args.profile, args.results.resolve(), force=args.force, only=args.only, jobs=args.jobs
+        )
         print(f"comprl: report in {report}")
         return 0
 
     if args.command == "profiles":
         for name, config in PROFILES.items():
-            print(f"{name:6s} model={config.model} steps={config.steps} rollouts/step={config.batch_instances * config.group_size} "
-                  f"max_turns={config.max_turns} device={config.device}")
+            print(
+                f"{name:6s} model={config.model} steps={config.steps} "
+                f"rollouts/step={config.batch_instances * config.group_size} "
+                f"max_turns={config.max_turns} device={config.device}"
+            )
         return 0
     params = {key: paths_from_here(key, parse_value(value)) for key, value in args.param}
     out = run_notebook(args.notebook, args.profile, params, args.output_dir, resume=args.resume)

@@ -130,7 +130,9 @@ def _run_pinned(plan: dict[str, ExperimentConfig], output_dir: str, cores: list[
                 core = free.pop(0)
                 reader, writer = context.Pipe(duplex=False)
                 process = context.Process(
-                    target=_worker, args=(core, name, config.to_dict(), output_dir, resume, writer), name=f"comprl {name}"
+                    target=_worker,
+                    args=(core, name, config.to_dict(), output_dir, resume, writer),
+                    name=f"comprl {name}",
                 )
                 running[reader] = (name, core, process)  # before it starts: an interrupt from here on stops it
                 process.start()

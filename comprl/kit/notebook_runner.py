@@ -1,6 +1,6 @@
 """Running the paper's notebooks through papermill: where they are, their declared parameters and the checks a
 ``-p`` value passes before any kernel starts, and the execution itself (`run_notebook`). The ``comprl`` command
-(:mod:`comprl.cli`) and the reproduction (:mod:`comprl.reproduce`) both call it."""
+(:mod:`comprl.kit.cli`) and the reproduction (:mod:`comprl.kit.reproduce`) both call it."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from comprl import console
 from comprl.config import PROFILES
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO_ROOT / "notebooks"
 
 
@@ -126,7 +126,9 @@ def latest_output(notebook: Path, profile: str) -> Path:
     """The newest ``results/<notebook>_<profile>_<time>`` folder (what ``--resume`` continues)."""
     found = sorted((REPO_ROOT / "results").glob(f"{notebook.stem}_{profile}_*"))
     if not found:
-        raise SystemExit(f"comprl: --resume: no earlier run of {notebook.stem} with profile {profile} under {REPO_ROOT / 'results'}")
+        raise SystemExit(
+            f"comprl: --resume: no earlier run of {notebook.stem} with profile {profile} under {REPO_ROOT / 'results'}"
+        )
     return found[-1]
 
 
@@ -152,7 +154,9 @@ def kernel_manager_class() -> type:
     return UnixSocketKernelManager
 
 
-def run_notebook(name: str, profile: str, params: dict[str, object], output_dir: Path | None, resume: bool = False) -> Path:
+def run_notebook(
+    name: str, profile: str, params: dict[str, object], output_dir: Path | None, resume: bool = False
+) -> Path:
     """Execute a notebook with papermill; return the folder holding the executed copy and the results.
 
     Notebooks skip the finished runs they find in their output folder and continue killed ones, so running one
@@ -189,7 +193,9 @@ def run_notebook(name: str, profile: str, params: dict[str, object], output_dir:
             kernel_manager_class=kernel_manager_class(),
         )
     except papermill.PapermillExecutionError as err:
-        raise SystemExit(f"comprl: {notebook.stem} failed: {err.ename}: {err.evalue} (executed copy: {output_dir / notebook.name})")
+        raise SystemExit(
+            f"comprl: {notebook.stem} failed: {err.ename}: {err.evalue} (executed copy: {output_dir / notebook.name})"
+        )
     return output_dir
 
 

@@ -71,7 +71,9 @@ ASYNC_TARGET = 1.02
 """Rollout time of the async mode relative to ``none`` that counts as no overhead (paper: 0.98-1.00x)."""
 
 
-def split_cores(actor_cores: Sequence[int] | None = None, manager_cores: Sequence[int] | None = None) -> tuple[tuple[int, ...], tuple[int, ...], str]:
+def split_cores(
+    actor_cores: Sequence[int] | None = None, manager_cores: Sequence[int] | None = None
+) -> tuple[tuple[int, ...], tuple[int, ...], str]:
     """(actor cores, async manager cores, a caption saying so). By default the manager gets the last core this
     process may use and the actor the others; with one core both share it, and the caption says they overlap."""
     available = sorted(os.sched_getaffinity(0))
@@ -87,7 +89,10 @@ def split_cores(actor_cores: Sequence[int] | None = None, manager_cores: Sequenc
     shared = sorted(set(actor) & set(manager))
     if shared:
         caption += f". NOT disjoint: core(s) {_cores(shared)} shared ({len(available)} core(s) available)"
-        warnings.warn(f"latency: the actor and the async manager share core(s) {shared}; async overhead is overstated", stacklevel=2)
+        warnings.warn(
+            f"latency: the actor and the async manager share core(s) {shared}; async overhead is overstated",
+            stacklevel=2,
+        )
     return actor, manager, caption
 
 
@@ -95,7 +100,9 @@ def _cores(cores: Sequence[int]) -> str:
     return ",".join(str(c) for c in cores)
 
 
-def mode_config(profile: str, mode: str, batch_size: int, manager_cores: Sequence[int] = (), **overrides: Any) -> ExperimentConfig:
+def mode_config(
+    profile: str, mode: str, batch_size: int, manager_cores: Sequence[int] = (), **overrides: Any
+) -> ExperimentConfig:
     """The experiment of one (mode, rollout batch size): ``batch_size`` = batch_instances x group_size."""
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}; accepted: {', '.join(MODES)}")
@@ -156,7 +163,9 @@ def measure_overhead(
     frames = []
     for batch in batch_sizes:
         configs = {mode: mode_config(profile, mode, batch, manager, steps=steps, **overrides) for mode in modes}
-        found = {mode: _measured(root / f"{mode}_b{batch}", config) if resume else None for mode, config in configs.items()}
+        found = {
+            mode: _measured(root / f"{mode}_b{batch}", config) if resume else None for mode, config in configs.items()
+        }
         if any(metrics is None for metrics in found.values()):  # interleaved: the modes run back to back, in one go
             found = {
                 mode: _in_pinned_process(config, root, f"{mode}_b{batch}", actor, manager, mode == "loaded")
@@ -187,7 +196,9 @@ def overhead_table(metrics: pd.DataFrame, skip: int = 2) -> pd.DataFrame:
     reference = table[table["mode"] == "none"].set_index("batch_size")
     for column, ratio in (("rollout_s", "rollout_ratio"), ("step_s", "step_ratio"), ("token_s", "per_token_ratio")):
         table[ratio] = table[column] / table["batch_size"].map(reference[column])
-    return table.sort_values(["batch_size", "mode"], key=lambda c: c.map(MODES.index) if c.name == "mode" else c, ignore_index=True)
+    return table.sort_values(
+        ["batch_size", "mode"], key=lambda c: c.map(MODES.index) if c.name == "mode" else c, ignore_index=True
+    )
 
 
 def plot_overhead(table: pd.DataFrame, path_stem: str | Path, caption: str | None = None) -> Any:
@@ -198,7 +209,14 @@ def plot_overhead(table: pd.DataFrame, path_stem: str | Path, caption: str | Non
     fig, (ratio_ax, search_ax) = plt.subplots(1, 2, figsize=(10, 3.6))
     for mode, rows in table[table["mode"] != "none"].groupby("mode", sort=False):
         line = ratio_ax.plot(rows["batch_size"], rows["rollout_ratio"], marker="o", label=f"{mode}: rollout")[0]
-        ratio_ax.plot(rows["batch_size"], rows["step_ratio"], ls="--", marker=".", color=line.get_color(), label=f"{mode}: whole step")
+        ratio_ax.plot(
+            rows["batch_size"],
+            rows["step_ratio"],
+            ls="--",
+            marker=".",
+            color=line.get_color(),
+            label=f"{mode}: whole step",
+        )
         search_ax.plot(rows["batch_size"], rows["search_s"], marker="o", color=line.get_color(), label=mode)
     ratio_ax.axhline(1.0, color="black", lw=0.8)
     ratio_ax.axhline(ASYNC_TARGET, color="grey", lw=0.8, ls=":", label=f"target for async ({ASYNC_TARGET})")
@@ -226,28 +244,42 @@ def verdict(table: pd.DataFrame) -> str:
     for mode, rows in table[table["mode"] != "none"].groupby("mode", sort=False):
         rollout, step, token = rows["rollout_ratio"], rows["step_ratio"], rows["per_token_ratio"]
         line = (
-            f"{mode}: rollout {rollout.min():.2f}x..{rollout.max():.2f}x of none ({token.min():.2f}x..{token.max():.2f}x per token), "
+            f"{mode}: rollout {rollout.min():.2f}x..{rollout.max():.2f}x of none "
+            f"({token.min():.2f}x..{token.max():.2f}x per token), "
             f"whole step {step.min():.2f}x..{step.max():.2f}x"
         )
         if mode == "async":
-            line += f": {'meets' if rollout.max() <= ASYNC_TARGET else 'MISSES'} the target <= {ASYNC_TARGET}x at every batch size"
+            meets = "meets" if rollout.max() <= ASYNC_TARGET else "MISSES"
+            line += f": {meets} the target <= {ASYNC_TARGET}x at every batch size"
         lines.append(line)
     same = table.groupby("batch_size")["processed"].nunique().eq(1).all() and table["processed"].gt(0).all()
-    lines.append(f"the modes' rollouts processed {'the same' if same else 'different'} numbers of tokens at each batch size")
+    lines.append(
+        f"the modes' rollouts processed {'the same' if same else 'different'} numbers of tokens at each batch size"
+    )
     by = table.set_index(["mode", "batch_size"])["rollout_s"]
     if {"loaded", "async"} <= set(table["mode"]):
         own = (by["async"] / by["loaded"]).dropna()
-        lines.append(f"async rollout / loaded (the manager's own cost, shared caches and memory aside): {own.min():.2f}x..{own.max():.2f}x")
+        lines.append(
+            "async rollout / loaded (the manager's own cost, shared caches and memory aside): "
+            f"{own.min():.2f}x..{own.max():.2f}x"
+        )
     return "\n".join(lines)
 
 
 def _in_pinned_process(
-    config: ExperimentConfig, root: Path, name: str, actor: tuple[int, ...], manager: tuple[int, ...], neighbour: bool = False
+    config: ExperimentConfig,
+    root: Path,
+    name: str,
+    actor: tuple[int, ...],
+    manager: tuple[int, ...],
+    neighbour: bool = False,
 ) -> pd.DataFrame:
     """Run one experiment in a fresh interpreter pinned to ``actor``; returns its metric rows. With
     ``neighbour``, a process pinned to ``manager`` generates with the extractor model all the while."""
     spawn = multiprocessing.get_context("spawn")
-    busy = spawn.Process(target=_busy_neighbour, args=(config.extractor.model, config.extractor.max_new_tokens, manager), daemon=True)
+    busy = spawn.Process(
+        target=_busy_neighbour, args=(config.extractor.model, config.extractor.max_new_tokens, manager), daemon=True
+    )
     if neighbour:
         busy.start()
     try:
@@ -274,7 +306,9 @@ def _busy_neighbour(model_name: str, max_new_tokens: int, cores: tuple[int, ...]
         engine.generate([prompt] * 8, SamplingParams(max_new_tokens=max_new_tokens, temperature=1.0, stop=()))
 
 
-def _pinned_run(config: dict[str, Any], root: str, name: str, actor: tuple[int, ...], manager: tuple[int, ...]) -> pd.DataFrame:
+def _pinned_run(
+    config: dict[str, Any], root: str, name: str, actor: tuple[int, ...], manager: tuple[int, ...]
+) -> pd.DataFrame:
     import torch
 
     from comprl.loop import run_experiment
@@ -307,7 +341,10 @@ def _pinned_run(config: dict[str, Any], root: str, name: str, actor: tuple[int, 
             ray.shutdown()
     steps = sorted(clock)
     spent = pd.DataFrame(
-        [(step, *(now - before for now, before in zip(clock[step], clock[prev]))) for prev, step in zip(steps, steps[1:])],
+        [
+            (step, *(now - before for now, before in zip(clock[step], clock[prev])))
+            for prev, step in zip(steps, steps[1:])
+        ],
         columns=["step", "wall", "actor_cpu_seconds", "actor_wait_seconds"],
     )
     spent["actor_blocked_seconds"] = spent.pop("wall") - spent["actor_cpu_seconds"] - spent["actor_wait_seconds"]

@@ -62,7 +62,9 @@ def resource_plan(
     parts = [memory_plan(configs)]
     if device_kind(configs) == "cuda":
         parts.append(placement_plan(configs))
-    notebook, biggest = max(((notebook, config) for notebook, its in runs.items() for config in its), key=lambda item: _size(item[1]))
+    notebook, biggest = max(
+        ((notebook, config) for notebook, its in runs.items() for config in its), key=lambda item: _size(item[1])
+    )
     budget = step_budget(biggest)
     parts.append(budget_plan(biggest, budget, notebook))
     for throughput in throughputs:
@@ -154,7 +156,11 @@ def placement_roles(config: ExperimentConfig) -> tuple[str, ...]:
     unless it shares the actor's weights."""
     if not config.uses_experience:
         return ("actor",)
-    return ("actor", "search", "embedder") if config.extractor.share_actor else ("actor", "extractor", "search", "embedder")
+    return (
+        ("actor", "search", "embedder")
+        if config.extractor.share_actor
+        else ("actor", "extractor", "search", "embedder")
+    )
 
 
 def learner_gpus(config: ExperimentConfig) -> dict[str, int]:
@@ -211,7 +217,9 @@ def placement_plan(configs: list[ExperimentConfig]) -> str:
     for (gpus, what), n in sorted(kinds.items(), reverse=True):
         nodes = math.ceil(gpus / GPUS_PER_NODE)
         lines.append(f"  total: {gpus} GPUs on {nodes} node{'s' if nodes > 1 else ''} for {n} runs ({what})")
-    lines.append(f"  the reproduction needs {max(gpus for gpus, _ in kinds)} GPUs at once (its runs go one after another)")
+    lines.append(
+        f"  the reproduction needs {max(gpus for gpus, _ in kinds)} GPUs at once (its runs go one after another)"
+    )
     return "\n".join(lines)
 
 
@@ -254,7 +262,9 @@ guided prompt; ``search_tool``, the search_and_ask paragraph of the system promp
 search_and_ask prompt without the question; ``merge``, a merge prompt of 5 such entries."""
 
 
-def measure_prompt_tokens(env_ids: Sequence[str] | None = None, episodes: int = 8, seed: int = 0, max_turns: int = 30) -> dict[str, PromptTokens]:
+def measure_prompt_tokens(
+    env_ids: Sequence[str] | None = None, episodes: int = 8, seed: int = 0, max_turns: int = 30
+) -> dict[str, PromptTokens]:
     """Play ``episodes`` episodes of each env (seeds ``seed``...; uniformly random admissible actions) and measure
     the prompt sizes of :class:`PromptTokens` with :data:`PROMPT_TOKENIZER` (how :data:`PROMPT_TOKENS` was made)."""
     import numpy as np
@@ -440,12 +450,16 @@ def step_budget(config: ExperimentConfig) -> StepBudget:
         tasks.append(TaskBudget(env_id, rollouts, cap, shape["turns"], shape["first"], per_turn, reply,
                                 shape["sequence"], shape["prefill"], shape["context"], shape["decode"], shape["asks"]))
     total = sum(t.rollouts for t in tasks)
-    actor_train = sum(t.sequence * t.rollouts for t in tasks) * config.actor.update_epochs if TRAINS_ACTOR[config.method] else 0.0
+    actor_train = (
+        sum(t.sequence * t.rollouts for t in tasks) * config.actor.update_epochs if TRAINS_ACTOR[config.method] else 0.0
+    )
     if not config.uses_experience:
         return StepBudget(tuple(tasks), actor_train, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0, 0.0)
     extractor = config.extractor
     calls = extractor.distill_per_step if 0 < extractor.distill_per_step < total else total
-    distill_prompt = sum(PROMPT_TOKENS[t.env_id].distill * t.rollouts for t in tasks) / total + 0.5 * SHARED_TOKENS["entry"]
+    distill_prompt = (
+        sum(PROMPT_TOKENS[t.env_id].distill * t.rollouts for t in tasks) / total + 0.5 * SHARED_TOKENS["entry"]
+    )
     refine_calls = sum(t.asks for t in tasks)
     trains = TRAINS_EXTRACTOR[config.method]
     return StepBudget(
@@ -457,12 +471,16 @@ def step_budget(config: ExperimentConfig) -> StepBudget:
         extractor_reply=extractor.max_new_tokens,
         extractor_prefill=calls * distill_prompt + refine_calls * (SHARED_TOKENS["refine"] + reply),
         extractor_decode=(calls + refine_calls) * extractor.max_new_tokens,
-        extractor_train=calls * (distill_prompt + extractor.max_new_tokens) * extractor.update_epochs if trains else 0.0,
+        extractor_train=calls * (distill_prompt + extractor.max_new_tokens) * extractor.update_epochs
+        if trains
+        else 0.0,
         extractor_updates=calls / extractor.buffer_size if trains else 0.0,
     )
 
 
-def _episode(first: float, per_turn: float, reply: int, turn_cap: int, context_cap: int) -> tuple[int, float, float, float]:
+def _episode(
+    first: float, per_turn: float, reply: int, turn_cap: int, context_cap: int
+) -> tuple[int, float, float, float]:
     """(turns, prefilled tokens with a prefix cache, prompt tokens without one, final sequence) of one episode whose
     every reply is ``reply`` tokens long. As in :func:`comprl.actor.rollout.run_episodes`, turn t + 1 is played only if
     the sequence after it could still hold a whole reply: first + t * (reply + per_turn) + reply <= context_cap."""
@@ -480,7 +498,8 @@ def budget_plan(config: ExperimentConfig, budget: StepBudget, notebook: str = ""
     lines = [
         f"token budget of one step, largest run ({where}{config.task}, {config.method}): {budget.rollouts} rollouts "
         f"x up to {max(t.turn_cap for t in budget.tasks)} turns per step, {config.steps} steps",
-        f"  {'task':10s} {'rollouts':>8s} {'turns played / cap':>19s} {'first prompt':>13s} {'per turn':>9s} {'reply':>6s} "
+        f"  {'task':10s} {'rollouts':>8s} {'turns played / cap':>19s} {'first prompt':>13s} {'per turn':>9s} "
+        f"{'reply':>6s} "
         f"{'final sequence':>15s}",
     ]
     for t in budget.tasks:
@@ -488,15 +507,23 @@ def budget_plan(config: ExperimentConfig, budget: StepBudget, notebook: str = ""
             f"  {task_name(t.env_id):10s} {t.rollouts:8d} {f'{t.turns:g} / {t.turn_cap}':>19s} {t.first:13,.0f} "
             f"{t.per_turn:9,.0f} {t.reply:6d} {t.sequence:15,.0f}"
         )
-    trains = "update (forward+backward) " + (_tokens(budget.actor_train) if budget.actor_train else "none (actor frozen)")
+    trains = "update (forward+backward) " + (
+        _tokens(budget.actor_train) if budget.actor_train else "none (actor frozen)"
+    )
     lines.append(
         f"  actor:     prefill {_tokens(budget.prefill)} tokens ({_tokens(budget.context)} if every turn re-read its "
         f"context), decode {_tokens(budget.decode)}, {trains}"
     )
     if budget.distill_calls:
         refine = f" + {budget.refine_calls:,.0f} search_and_ask answers" if budget.refine_calls else ""
-        update = (f"{budget.extractor_updates:g} CISPO updates of {config.extractor.buffer_size}: "
-                  f"{_tokens(budget.extractor_train)} forward+backward") if budget.extractor_train else "no updates (extractor frozen)"
+        update = (
+            (
+                f"{budget.extractor_updates:g} CISPO updates of {config.extractor.buffer_size}: "
+                f"{_tokens(budget.extractor_train)} forward+backward"
+            )
+            if budget.extractor_train
+            else "no updates (extractor frozen)"
+        )
         lines.append(
             f"  extractor: {budget.distill_calls:,} distillation calls of ~{budget.distill_prompt:,.0f} prompt + "
             f"{budget.extractor_reply:,} reply tokens{refine}: prefill {_tokens(budget.extractor_prefill)}, decode "
@@ -505,7 +532,10 @@ def budget_plan(config: ExperimentConfig, budget: StepBudget, notebook: str = ""
     lines.append("  assumptions:")
     lines += [f"    - {text}" for text in BUDGET_ASSUMPTIONS]
     for env_id, options in config.env_options.items():
-        lines.append(f"    ! {task_name(env_id)} runs with env options {options}; its prompt sizes are measured with the defaults")
+        lines.append(
+            f"    ! {task_name(env_id)} runs with env options {options}; "
+            "its prompt sizes are measured with the defaults"
+        )
     return "\n".join(lines)
 
 
@@ -525,7 +555,7 @@ def _tokens(n: float) -> str:
 
 # Throughput measurements and step time ----------------------------------------------------------------------------
 
-THROUGHPUT_DIR = Path(__file__).resolve().parents[1] / "results" / "throughput"
+THROUGHPUT_DIR = Path(__file__).resolve().parents[2] / "results" / "throughput"
 """Where ``benchmarks/rollout_throughput.py --json auto`` writes and ``--dry-run`` looks."""
 THROUGHPUT_FORMAT = "comprl-throughput/1"
 THROUGHPUT_FIELDS = (
@@ -570,7 +600,9 @@ class Throughput:
     def rate(self, phase: str, model: str) -> float:
         """``phase`` (prefill, decode, train) tokens/s for ``model`` on one such device: the measured rate times
         measured parameters / the model's (1 for the measured model itself; NaN for a model of unknown size)."""
-        measured, billions = (self.train_model, self.train_parameters_b) if phase == "train" else (self.model, self.parameters_b)
+        measured, billions = (
+            (self.train_model, self.train_parameters_b) if phase == "train" else (self.model, self.parameters_b)
+        )
         value = getattr(self, f"{phase}_tokens_per_s")
         if value is None:
             return math.nan
@@ -654,7 +686,9 @@ def find_throughputs(folder: Path, kind: str) -> tuple[list[Throughput], list[Th
     return [t for t in found if t.device_kind == kind], [t for t in found if t.device_kind != kind]
 
 
-def no_measurement(configs: list[ExperimentConfig], elsewhere: Sequence[Throughput], profile: str, searched: Path) -> str:
+def no_measurement(
+    configs: list[ExperimentConfig], elsewhere: Sequence[Throughput], profile: str, searched: Path
+) -> str:
     """What the plan says without a measurement for the runs' kind of device: that, and how to measure."""
     kind = device_kind(configs)
     device = "GPU" if kind == "cuda" else "CPU"
@@ -720,21 +754,31 @@ def step_time(config: ExperimentConfig, budget: StepBudget, throughput: Throughp
     return StepTime(rollout, actor_update, extraction, extractor_update, step, overlap)
 
 
-def time_plan(runs: Mapping[str, list[ExperimentConfig]], config: ExperimentConfig, budget: StepBudget, throughput: Throughput) -> str:
+def time_plan(
+    runs: Mapping[str, list[ExperimentConfig]], config: ExperimentConfig, budget: StepBudget, throughput: Throughput
+) -> str:
     """The step time of ``config`` (the largest run) from ``throughput``, with its formula, then per notebook."""
     t = throughput
-    measured = (f"  measured on {t.device}: {t.model} ({t.parameters_b:g} B) in {t.dtype}, batch {t.batch_size}, "
-                f"{t.measured_at}: prefill {t.prefill_tokens_per_s:,.1f} tokens/s, decode {t.decode_tokens_per_s:,.1f} "
-                "tokens/s, train " + ("not measured" if t.train_tokens_per_s is None else
-                                      f"{t.train_tokens_per_s:,.1f} tokens/s ({t.train_model}, {t.train_parameters_b:g} B)"))
+    measured = (
+        f"  measured on {t.device}: {t.model} ({t.parameters_b:g} B) in {t.dtype}, batch {t.batch_size}, "
+        f"{t.measured_at}: prefill {t.prefill_tokens_per_s:,.1f} tokens/s, decode {t.decode_tokens_per_s:,.1f} "
+        "tokens/s, train "
+        + (
+            "not measured"
+            if t.train_tokens_per_s is None
+            else f"{t.train_tokens_per_s:,.1f} tokens/s ({t.train_model}, {t.train_parameters_b:g} B)"
+        )
+    )
     lines = [f"expected step time from {_shown(t.path)}:", measured]
     if t.note:
         lines.append(f"  note: {t.note}")
     kinds = device_kind([c for its in runs.values() for c in its])
     if t.device_kind != kinds:
-        lines.append(f"  ! a {t.device_kind.upper()} measurement for runs on a {'GPU' if kinds == 'cuda' else 'CPU'}: the "
-                     f"times below are what this {t.device_kind.upper()} would take, not an estimate for the "
-                     f"{'GPUs' if kinds == 'cuda' else 'CPU'} the profile runs on")
+        lines.append(
+            f"  ! a {t.device_kind.upper()} measurement for runs on a {'GPU' if kinds == 'cuda' else 'CPU'}: the "
+            f"times below are what this {t.device_kind.upper()} would take, not an estimate for the "
+            f"{'GPUs' if kinds == 'cuda' else 'CPU'} the profile runs on"
+        )
     n = learner_devices(config, t)
     extractor = config.model if config.extractor.share_actor else config.extractor.model
     roles = [("actor", config.model)] + ([("extractor", extractor)] if config.uses_experience else [])
@@ -756,16 +800,25 @@ def time_plan(runs: Mapping[str, list[ExperimentConfig]], config: ExperimentConf
         lines.append(f"  decode was measured at batch {t.batch_size}; a step decodes up to {budget.rollouts} sequences "
                      "at once, where an engine that batches them (vLLM) reaches a higher rate: measure near that batch")
     took = step_time(config, budget, t)
-    rate = {(phase, role): t.rate(phase, model) * n[role] for role, model in roles for phase in ("prefill", "decode", "train")}
+    rate = {
+        (phase, role): t.rate(phase, model) * n[role]
+        for role, model in roles
+        for phase in ("prefill", "decode", "train")
+    }
 
     def term(tokens: float, phase: str, role: str) -> str:
         return f"{_tokens(tokens)} / {_rate(rate[(phase, role)])}"
 
-    lines.append(f"  rollout          = prefill / prefill rate + decode / decode rate = "
-                 f"{term(budget.prefill, 'prefill', 'actor')} + {term(budget.decode, 'decode', 'actor')} = {_duration(took.rollout)}")
+    lines.append(
+        f"  rollout          = prefill / prefill rate + decode / decode rate = "
+        f"{term(budget.prefill, 'prefill', 'actor')} + {term(budget.decode, 'decode', 'actor')} "
+        f"= {_duration(took.rollout)}"
+    )
     if budget.actor_train:
-        lines.append(f"  actor update     = update tokens / train rate = {term(budget.actor_train, 'train', 'actor')} = "
-                     f"{_duration(took.actor_update)}")
+        lines.append(
+            f"  actor update     = update tokens / train rate = {term(budget.actor_train, 'train', 'actor')} = "
+            f"{_duration(took.actor_update)}"
+        )
     if config.uses_experience:
         lines.append(f"  extraction       = prefill / prefill rate + decode / decode rate = "
                      f"{term(budget.extractor_prefill, 'prefill', 'extractor')} + "
@@ -773,12 +826,25 @@ def time_plan(runs: Mapping[str, list[ExperimentConfig]], config: ExperimentConf
         if budget.extractor_train:
             lines.append(f"  extractor update = update tokens / train rate = "
                          f"{term(budget.extractor_train, 'train', 'extractor')} = {_duration(took.extractor_update)}")
-    parts = [name for name, tokens in (("rollout", 1), ("actor update", budget.actor_train),
-                                       ("extraction", config.uses_experience), ("extractor update", budget.extractor_train)) if tokens]
+    parts = [
+        name
+        for name, tokens in (
+            ("rollout", 1),
+            ("actor update", budget.actor_train),
+            ("extraction", config.uses_experience),
+            ("extractor update", budget.extractor_train),
+        )
+        if tokens
+    ]
     if took.overlap:
-        formula = "max(rollout + actor update, extraction + extractor update) (experience.mode=async: the extractor works beside the actor)"
+        formula = (
+            "max(rollout + actor update, extraction + extractor update) "
+            "(experience.mode=async: the extractor works beside the actor)"
+        )
     else:
-        mode = f"experience.mode={config.experience.mode}: one after another" if config.uses_experience else "no extractor"
+        mode = (
+            f"experience.mode={config.experience.mode}: one after another" if config.uses_experience else "no extractor"
+        )
         formula = f"{' + '.join(parts)} ({mode})"
     lines.append(f"  step             = {formula} = {_duration(took.step)}"
                  + (" (updates not measured: a lower bound)" if t.train_tokens_per_s is None else ""))
@@ -787,9 +853,11 @@ def time_plan(runs: Mapping[str, list[ExperimentConfig]], config: ExperimentConf
         calls = 1000 / MERGE_CHUNK
         merge = (calls * SHARED_TOKENS["merge"] / rate[("prefill", "extractor")]
                  + calls * config.extractor.max_new_tokens / rate[("decode", "extractor")])
-        lines.append(f"  merge pass every {config.extractor.merge_every} steps (not in the step): {_duration(merge)} per "
-                     f"1,000 bank entries ({calls:.0f} calls of ~{SHARED_TOKENS['merge']:,} prompt + "
-                     f"{config.extractor.max_new_tokens:,} reply tokens)")
+        lines.append(
+            f"  merge pass every {config.extractor.merge_every} steps (not in the step): {_duration(merge)} per "
+            f"1,000 bank entries ({calls:.0f} calls of ~{SHARED_TOKENS['merge']:,} prompt + "
+            f"{config.extractor.max_new_tokens:,} reply tokens)"
+        )
     lines += ["", f"  per notebook ({_shown(t.path)}; runs one after another; step time of its largest run):"]
     hours = gpu_hours = 0.0
     for notebook, its in runs.items():
@@ -802,8 +870,11 @@ def time_plan(runs: Mapping[str, list[ExperimentConfig]], config: ExperimentConf
         hours += sum(seconds) / 3600
         gpu_hours += spent / 3600
         used = f"{gpus:3d} GPUs, {spent / 3600:,.0f} GPU-hours" if t.device_kind == "cuda" else "1 device"
-        lines.append(f"    {notebook or 'runs':20s} {len(its):3d} runs  step {_duration(step_time(largest, step_budget(largest), t).step):>10s}"
-                     f"  all runs {_duration(sum(seconds)):>10s}  ({used})")
+        lines.append(
+            f"    {notebook or 'runs':20s} {len(its):3d} runs  "
+            f"step {_duration(step_time(largest, step_budget(largest), t).step):>10s}"
+            f"  all runs {_duration(sum(seconds)):>10s}  ({used})"
+        )
     total = f"{_duration(hours * 3600)}" + (f", {gpu_hours:,.0f} GPU-hours" if t.device_kind == "cuda" else "")
     lines.append(f"    {'whole reproduction':20s} {total}")
     return "\n".join(lines)

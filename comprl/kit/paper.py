@@ -1,6 +1,6 @@
 """The paper's reported numbers (Complementary RL, arXiv 2603.17621), for tables that put ours next to them.
 
-Only numbers are kept here, with the table or figure they come from; ``comprl.runs.task_table`` builds our
+Only numbers are kept here, with the table or figure they come from; ``comprl.kit.report.task_table`` builds our
 side of each comparison and ``comprl reproduce`` writes both, with the difference, into ``results/REPORT.md``.
 """
 

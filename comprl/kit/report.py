@@ -1,0 +1,108 @@
+"""The paper's tables and figures from metric rows (:func:`comprl.runs.load_metrics`): success before and after
+training per method, Table 1 per task, and learning curves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+
+def summary_table(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Success before and after training per method and env, from the ``eval`` rows: the mean over seeds, and
+    their standard deviation over seeds in the ``_sd`` columns (NaN for one seed).
+
+    Methods with a bank also get ``guided_success_after``: the final evaluation with experience retrieved.
+    """
+    evals = metrics[metrics["phase"] == "eval"]
+    if evals.empty:
+        return pd.DataFrame(columns=["method", "env_id", "seeds", "success_before", "success_after"])
+    first = evals.loc[evals.groupby("run")["step"].idxmin()]
+    last = evals.loc[evals.groupby("run")["step"].idxmax()]
+    after = ["run", "success_rate", "mean_episode_length", "invalid_action_rate"]
+    after += ["guided_success_rate"] if "guided_success_rate" in last else []
+    merged = first[["run", "method", "env_id", "success_rate"]].merge(
+        last[after], on="run", suffixes=("_before", "_after")
+    )
+    columns = {
+        "seeds": ("run", "count"),
+        "success_before": ("success_rate_before", "mean"),
+        "success_before_sd": ("success_rate_before", "std"),
+        "success_after": ("success_rate_after", "mean"),
+        "success_after_sd": ("success_rate_after", "std"),
+        "episode_length_after": ("mean_episode_length", "mean"),
+        "episode_length_after_sd": ("mean_episode_length", "std"),
+        "invalid_action_rate_after": ("invalid_action_rate", "mean"),
+    }
+    if "guided_success_rate" in merged:
+        columns["guided_success_after"] = ("guided_success_rate", "mean")
+        columns["guided_success_after_sd"] = ("guided_success_rate", "std")
+    return merged.groupby(["method", "env_id"]).agg(**columns).reset_index()
+
+
+def task_table(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The paper's Table 1 from evaluation rows: one row per (tasks, row of :data:`comprl.kit.paper.TABLE_ROWS`)
+    whose method was run, final held-out success per task and their average (``avg``), means over seeds, and the
+    standard deviation over seeds of each seed's average (``avg_sd``; NaN for one seed).
+
+    Rows "with exp." read the final evaluation that retrieves experience (``guided_*`` columns), the others the
+    experience-free one. A multi-task run's tasks are its per-task columns (``room_success_rate``...); a
+    single-task run's one task is its overall success.
+    """
+    from comprl.envs.mixture import TASK_NAMES, task_name
+    from comprl.kit.paper import TABLE_ROWS
+
+    evals = metrics[metrics["phase"] == "eval"]
+    last = evals.loc[evals.groupby("run")["step"].idxmax()]
+    rows = []
+    for tasks, group in last.groupby("env_id", sort=False):
+        present = [
+            n for n in TASK_NAMES.values() if f"{n}_success_rate" in group and group[f"{n}_success_rate"].notna().any()
+        ]
+        single = [] if present else [task_name(tasks)]
+        for label, method, with_experience in TABLE_ROWS:
+            runs = group[group["method"] == method]
+            if runs.empty:
+                continue
+            prefix = "guided_" if with_experience else ""
+            per_task = pd.DataFrame({name: runs[f"{prefix}{name}_success_rate"] for name in present})
+            if single:
+                per_task[single[0]] = runs[f"{prefix}success_rate"]
+            averages = per_task.mean(axis=1)  # each seed's average over the tasks
+            rows.append(
+                {
+                    "tasks": tasks,
+                    "row": label,
+                    "seeds": len(runs),
+                    **per_task.mean(),
+                    "avg": averages.mean(),
+                    "avg_sd": averages.std(),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def plot_learning_curves(
+    metrics: pd.DataFrame, metric: str = "success_rate", phase: str = "train", ax: Any = None
+) -> Any:
+    """Mean (+/- min-max band over seeds) of ``metric`` against step, one line per method. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+    else:
+        fig = ax.figure
+    rows = metrics[metrics["phase"] == phase]
+    for method, group in rows.groupby("method"):
+        stats = group.groupby("step")[metric].agg(["mean", "min", "max"])
+        ax.plot(stats.index, stats["mean"], marker="o", label=method)
+        ax.fill_between(stats.index, stats["min"], stats["max"], alpha=0.2)
+    ax.set_xlabel("actor step")
+    ax.set_ylabel(metric.replace("_", " "))
+    envs = ", ".join(sorted(rows["env_id"].unique())) if "env_id" in rows else ""
+    ax.set_title(envs, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    return fig
