@@ -24,7 +24,7 @@ ENGINES: tuple[str, ...] = ("hf", "vllm")
 (transformers ``generate``, CPU or GPU) and ``vllm``, :class:`~comprl.llm.VLLMEngine` (vLLM on a CUDA GPU, the
 extra ``comprl[gpu]``)."""
 
-ADAPTER_DTYPES: tuple[str, ...] = ("model", "float32")
+ADAPTER_DTYPES: tuple[str, ...] = ("model", "float32", "merged")
 """Accepted ``HFEngine.adapter_dtype`` (``OptimConfig.generation_adapter_dtype``) values."""
 
 DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16", "auto")
@@ -198,7 +198,11 @@ class OptimConfig:
     the duration of each call and left untouched), as vLLM computes adapters and the official code samples;
     ``"float32"``, peft's own, which casts every adapter's input to float32 and so slows generation on a CPU that
     multiplies bfloat16 in hardware. With ``"model"``, behaviour log-probs differ from the trainer's recomputation
-    by bfloat16 rounding, which the importance ratio absorbs. No effect on a float32 model or without LoRA.
+    by bfloat16 rounding, which the importance ratio absorbs; ``"merged"`` samples from a copy of the model whose
+    weights hold the adapters merged in (``W + scaling * B @ A`` in float32, rounded once to the base dtype, as
+    vLLM's merged LoRA serving does; :mod:`comprl.llm.merged`): the fastest on a CPU, at the cost of one more copy
+    of the base weights in memory, with log-probs off the trainer's by bfloat16 rounding as with ``"model"``.
+    No effect without LoRA; on a float32 model ``"model"`` is ``"float32"``, and ``"merged"`` merges in float32.
     Source: comprl's; a run config that lacks this field is read as ``"float32"``, the only value such a run
     resumes with."""
 
@@ -728,14 +732,19 @@ PROFILES: dict[str, ExperimentConfig] = {
         ),
         # Gradient checkpointing and one sequence per micro-batch keep the update's memory small, which matters
         # more on a laptop than the slower update. lr 2e-4: a larger one collapses the policy onto one move.
-        actor=ActorConfig(learning_rate=2e-4, lora_rank=16, micro_batch_size=1, gradient_checkpointing=True),
+        # Rollouts and lessons are sampled from a copy with the adapters merged into its bfloat16 weights
+        # (benchmarks/rollout_speed.py: the fastest path on a CPU).
+        actor=ActorConfig(
+            learning_rate=2e-4, lora_rank=16, micro_batch_size=1, gradient_checkpointing=True,
+            generation_adapter_dtype="merged",
+        ),
         # The same 135M model as extractor. It follows neither operation grammar, so it writes one plain-text
         # lesson per call ("note" style); empty ones earn -1.
         # A small buffer so it trains within a short run; half the trajectories distilled per step.
         extractor=ExtractorConfig(
             model="smollm2-135m", style="note", max_new_tokens=48, temperature=0.7, learning_rate=1e-4,
             lora_rank=16, micro_batch_size=1, buffer_size=2, invalid_reward=-1.0, distill_per_step=4, merge_every=2,
-            gradient_checkpointing=True,
+            gradient_checkpointing=True, generation_adapter_dtype="merged",
         ),
     ),
     # The paper's single-task setting (actor Qwen2.5-7B-Instruct, 128 rollouts per step, lr 1e-6, clip 0.2).

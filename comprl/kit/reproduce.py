@@ -40,7 +40,9 @@ from filelock import FileLock
 from comprl import console
 from comprl.config import MODEL_PACKAGES, PROFILES, ExperimentConfig
 from comprl.kit import paper
-from comprl.kit.planner import THROUGHPUT_DIR, device_kind, find_throughputs, load_throughput, resource_plan
+from comprl.kit.planner import (
+    THROUGHPUT_DIR, Recorded, device_kind, find_throughputs, load_throughput, resource_plan,
+)
 from comprl.kit.plans import NOTEBOOK_PLANS
 
 SEEDS = {"smoke": [0], "cpu": [0, 1, 2], "paper": [0, 1, 2]}
@@ -67,7 +69,7 @@ OVERRIDES = {"cpu": {"actor.generation_adapter_dtype": "float32", "extractor.gen
 """Config fields a profile's reproduction sets in every run. cpu: the sampling path of the committed reference runs
 (float32 LoRA adapters while generating, the path they were trained on), so that 01's runs are those runs, copied
 (:data:`REFERENCE_RUNS`), and every later run is compared with them on the same path. It costs the cpu runs the
-faster rollout of bf16 adapters (``benchmarks/generation_overheads.py`` measures how much)."""
+faster rollout of the profile's merged adapters (``benchmarks/rollout_speed.py`` measures how much)."""
 
 REFERENCE_RUNS = {"cpu": ["reference/01_single_task_cpu"]}
 """Folders under ``--results`` whose finished runs a profile's reproduction copies instead of training them again:
@@ -259,7 +261,8 @@ def dry_run(
     profile: str, throughput: Path | None = None, throughput_dir: Path | None = None, results: Path | None = None
 ) -> str:
     """Build every config the reproduction would run (each is validated as it is built) and the resource plan;
-    with ``results``, also how far a reproduction there has come, per notebook (:func:`_progress`).
+    with ``results``, also how far a reproduction there has come, per notebook (:func:`_progress`), and, next to
+    each notebook's planned time and floor, the wall time its ``reproduce.json`` recorded.
 
     ``throughput``: a measurement file of ``benchmarks/rollout_throughput.py --json`` (:func:`load_throughput`)
     that turns the token budget into step times. Without one, the measurements under ``throughput_dir`` (default
@@ -278,8 +281,38 @@ def dry_run(
         measured, elsewhere = [load_throughput(throughput)], []
     else:
         measured, elsewhere = find_throughputs(folder, device_kind(configs))
-    lines += ["", resource_plan(runs, measured, elsewhere, profile=profile, searched=folder)]
+    log = None if results is None else results / profile / "reproduce.json"
+    recorded = Recorded(log, json.loads(log.read_text())) if log is not None and log.exists() else None
+    lines += [
+        "",
+        resource_plan(
+            runs, measured, elsewhere, profile=profile, searched=folder, copied=_copied(profile, results, runs),
+            recorded=recorded,
+        ),
+    ]
     return "\n".join(lines)
+
+
+def _copied(
+    profile: str, results: Path | None, runs: dict[str, list[ExperimentConfig]]
+) -> dict[str, list[ExperimentConfig]]:
+    """Per notebook, the runs a reproduction copies instead of training them (as :func:`_reused` finds them): the
+    configs an earlier notebook has too, and, with ``results``, those a finished run of the profile's
+    :data:`REFERENCE_RUNS` holds."""
+    from comprl.runs import find_runs
+
+    references = [] if results is None else [results / folder for folder in REFERENCE_RUNS.get(profile, [])]
+    out: dict[str, list[ExperimentConfig]] = {}
+    earlier: list[ExperimentConfig] = []
+    for step in STEPS:
+        its = runs[step.notebook]
+        reuses = bool(its) and "reuse" in notebook_defaults(step.notebook)
+        out[step.notebook] = [
+            config for config in its
+            if reuses and (config in earlier or any(run.finished for run in find_runs(config, references)))
+        ]
+        earlier += its
+    return out
 
 
 def _progress(profile: str, results: Path, step: Step, configs: list[ExperimentConfig]) -> str:

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
-from transformers import LogitsProcessor
 
 
 def restrict(logits: torch.Tensor, allowed: Sequence[int]) -> torch.Tensor:
@@ -100,19 +99,3 @@ class ReplyChoices:
     def along(self, tokens: Sequence[int]) -> list[tuple[int, ...] | None]:
         """The allowed set at each position of a generated reply (None where it was unconstrained)."""
         return [self.allowed(tokens[:end]) for end in range(len(tokens))]
-
-
-class ChoiceProcessor(LogitsProcessor):
-    """Masks each row's logits to its :class:`ReplyChoices` (rows with None are left alone) during
-    ``transformers.generate``; ``width`` is the (padded) prompt length, where each row's reply starts."""
-
-    def __init__(self, choices: Sequence[ReplyChoices | None], width: int) -> None:
-        self.choices = list(choices)
-        self.width = width
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        for row, choice in enumerate(self.choices):
-            allowed = None if choice is None else choice.allowed(input_ids[row, self.width :].tolist())
-            if allowed is not None:
-                scores[row] = restrict(scores[row], allowed)
-        return scores

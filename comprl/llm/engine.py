@@ -15,31 +15,20 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field, fields
-from typing import Hashable, Iterator, Protocol, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Iterator, Protocol, Sequence
 
 import torch
-from transformers import (
-    DynamicCache,
-    GenerationConfig,
-    LogitsProcessorList,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-    StoppingCriteriaList,
-    StopStringCriteria,
-)
+from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import DynamicLayer
-from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from comprl.config import ADAPTER_DTYPES
 from comprl.llm.allocator import release_free_memory
-from comprl.llm.choice import ChoiceProcessor, ReplyChoices, choice_logprob
+from comprl.llm.choice import ReplyChoices
+from comprl.llm.decode import decode
+from comprl.llm.merged import MergedCopy
 
 logger = logging.getLogger(__name__)
-
-CACHE_ARGUMENT = "cache" if "cache" in {f.name for f in fields(GenerateDecoderOnlyOutput)} else "past_key_values"
-"""What ``generate()`` calls the KV cache, as an argument and in its output: ``cache`` since transformers 5.24,
-which warns at every call given the older ``past_key_values``."""
 
 
 @dataclass(frozen=True)
@@ -68,39 +57,10 @@ class SamplingParams:
         """The temperature under which behaviour log-probs are reported."""
         return logprob_temperature(self.temperature)
 
-    def generation_config(self, pad_token_id: int, eos_token_id: int) -> GenerationConfig:
-        """A transformers config with these fields only; every other logits option (repetition penalty, top-k,
-        n-gram bans, ...) is neutral, so sampling follows the tempered distribution the log-probs describe."""
-        sampling = self.temperature > 0
-        # top_k=0: transformers' default is 50; greedy decoding takes no sampling options
-        options = {"temperature": self.temperature, "top_p": self.top_p, "top_k": 0} if sampling else {}
-        return GenerationConfig(
-            max_new_tokens=self.max_new_tokens,
-            do_sample=sampling,
-            **options,
-            pad_token_id=pad_token_id,
-            eos_token_id=eos_token_id,
-            return_dict_in_generate=True,
-            output_logits=True,
-        )
-
 
 def logprob_temperature(temperature: float) -> float:
     """The temperature behaviour log-probs are taken at for a sampling temperature: itself, or 1 for greedy (0)."""
     return temperature if temperature > 0 else 1.0
-
-
-@contextmanager
-def _without_model_generation_defaults(model: PreTrainedModel) -> Iterator[None]:
-    """Blank the model's own ``generation_config`` (e.g. Qwen2.5-Instruct's repetition_penalty 1.05, top_k 20)
-    for the duration: transformers fills every option a passed config leaves unset from it."""
-    owner = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft copies it from there
-    saved = owner.generation_config
-    owner.generation_config = GenerationConfig()
-    try:
-        yield
-    finally:
-        owner.generation_config = saved
 
 
 @contextmanager
@@ -130,11 +90,9 @@ def _adapters_in_model_dtype(model: PreTrainedModel) -> Iterator[None]:
     model loaded by unsloth (its own kernels pick their dtype). Generation never overlaps an update of the same
     model (the loop rolls out, then updates; the manager holds its engine lock for both), so the trainer never sees
     the cast copies."""
-    from comprl.llm.loading import loaded_by_unsloth
-
     dtype = model.get_input_embeddings().weight.dtype
     swapped = []
-    if hasattr(model, "peft_config") and not loaded_by_unsloth(model):
+    if _has_lora(model):
         swapped = [(p, p.data) for name, p in model.named_parameters() if "lora_" in name and p.dtype != dtype]
     for parameter, master in swapped:
         parameter.data = master.to(dtype)
@@ -143,6 +101,13 @@ def _adapters_in_model_dtype(model: PreTrainedModel) -> Iterator[None]:
     finally:
         for parameter, master in swapped:
             parameter.data = master
+
+
+def _has_lora(model: PreTrainedModel) -> bool:
+    """Whether ``model`` carries peft adapters that comprl computes itself (unsloth's pick their own kernels)."""
+    from comprl.llm.loading import loaded_by_unsloth
+
+    return hasattr(model, "peft_config") and not loaded_by_unsloth(model)
 
 
 @dataclass
@@ -231,32 +196,50 @@ class HFEngine:
         max_batch_size: prompts per ``generate`` call; larger batches are split.
         adapter_dtype: a peft model's LoRA adapters during generation: ``"model"`` computes them in the base
             model's dtype (:func:`_adapters_in_model_dtype`; behaviour log-probs then differ from the trainer's
-            float32-adapter recomputation by bfloat16 rounding, as vLLM's do), ``"float32"`` in peft's float32.
+            float32-adapter recomputation by bfloat16 rounding, as vLLM's do), ``"float32"`` in peft's float32,
+            ``"merged"`` generates with a copy of the model whose adapters are merged into its weights
+            (:mod:`comprl.llm.merged`; fastest, one more copy of the base weights in memory).
+        jump_forward: see the field.
     """
 
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     max_batch_size: int = 64
     adapter_dtype: str = "model"
+    jump_forward: bool = True
+    """Skip the forward pass of a step at which every unfinished row's next token is forced by constrained choice
+    (:mod:`comprl.llm.decode`): the same distributions and log-probs with fewer passes; the random stream differs
+    from a loop that runs every pass, so a fixed seed samples other replies with it than without."""
     stats: dict[str, float] = field(
         default_factory=lambda: dict.fromkeys(
-            ("generated_tokens", "prompt_tokens", "reused_prompt_tokens", "seconds"), 0.0
+            (
+                "generated_tokens", "prompt_tokens", "reused_prompt_tokens", "computed_tokens", "forward_passes",
+                "seconds",
+            ),
+            0.0,
         )
     )
     """Running totals: ``generated_tokens``, ``prompt_tokens``, ``reused_prompt_tokens`` (prompt tokens whose
-    keys/values came from the prefix cache, with ``sessions=``), ``seconds``."""
+    keys/values were not computed for their row: kept from the session's previous turn with ``sessions=``, or
+    copied from an identical prompt in the same batch), ``computed_tokens`` (tokens the forward passes computed:
+    prompts' uncached suffixes and generated tokens fed back, pads aside), ``forward_passes``, ``seconds``."""
     _prefixes: dict[Hashable, _Prefix] = field(default_factory=dict, init=False, repr=False)
     _prefix_supported: bool = field(default=True, init=False, repr=False)
-    _stop_cache: dict[tuple[str, ...], StoppingCriteriaList] = field(default_factory=dict, init=False, repr=False)
+    _merged: MergedCopy | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.adapter_dtype not in ADAPTER_DTYPES:
             raise ValueError(f"adapter_dtype={self.adapter_dtype!r}; accepted: {', '.join(ADAPTER_DTYPES)}")
+        if self.adapter_dtype == "merged" and _has_lora(self.model):
+            self._merged = MergedCopy(self.model)
 
     def sync_weights(self) -> None:
         """Call after every actor update: drops the prefix cache, whose keys/values were computed with the old
-        weights (generation itself runs on the very module the trainer updates, so nothing else is needed)."""
+        weights, and marks a merged generation copy for merging again (it also re-merges by itself when it sees an
+        adapter tensor changed in place)."""
         self.clear_cache()
+        if self._merged is not None:
+            self._merged.invalidate()
 
     def release(self, sessions: Sequence[Hashable]) -> None:
         """Drop the prefix caches of these sessions (unknown keys are ignored)."""
@@ -353,48 +336,35 @@ class HFEngine:
 
     def _keep_prefixes(
         self,
-        cache: object,
+        cache: DynamicCache,
         sessions: Sequence[Hashable],
         prompts: Sequence[Sequence[int]],
         completions: list[Completion],
         width: int,
-        steps: int,
     ) -> None:
-        """Store each row's valid keys/values (prompt, then its reply up to the last sampled token, whose
-        keys/values were never computed) under its session key, a layer at a time, each batch layer released once
-        copied (the caller holds no other reference to the cache)."""
-        layers = getattr(cache, "layers", None)
-        if (
-            not isinstance(cache, DynamicCache)
-            or not layers
-            or any(type(layer) is not DynamicLayer for layer in layers)
-        ):
+        """Store each row's valid keys/values (its prompt, then its reply up to the tokens whose keys/values were
+        computed) under its session key, a layer at a time, each batch layer released once copied (the caller holds
+        no other reference to the cache)."""
+        layers = cache.layers
+        if any(type(layer) is not DynamicLayer for layer in layers):
             logger.warning(
                 "prefix KV cache disabled: %s's cache is not made of plain DynamicLayers", type(self.model).__name__
             )
             self._prefix_supported = False
             return
-        if any(layer.keys.shape[-2] != width + steps - 1 for layer in layers):  # not the layout assumed below
-            return
+        columns = cache.get_seq_length()  # the prompt's width, then the generated tokens fed back so far
         spans = []
         for prompt, completion in zip(prompts, completions):
-            generated = min(len(completion.token_ids), steps - 1)
-            spans.append(
-                (width - len(prompt), width + generated, tuple(prompt) + tuple(completion.token_ids[:generated]))
-            )
-        kept = [_Prefix(ids, []) for _, _, ids in spans]
+            begin = width - len(prompt)
+            ids = (tuple(prompt) + tuple(completion.token_ids))[: max(columns - begin, 0)]
+            spans.append((begin, begin + len(ids), ids))
+        kept = {key: _Prefix(ids, []) for key, (_, _, ids) in zip(sessions, spans) if ids}
         for layer in layers:
-            for row, ((begin, end, _), prefix) in enumerate(zip(spans, kept)):
-                prefix.kv.append(torch.stack((layer.keys[row, :, begin:end], layer.values[row, :, begin:end])))
+            for row, ((begin, end, _), key) in enumerate(zip(spans, sessions)):
+                if key in kept:
+                    kept[key].kv.append(torch.stack((layer.keys[row, :, begin:end], layer.values[row, :, begin:end])))
             layer.keys = layer.values = None  # this layer's batch memory goes now, not after the last layer
-        self._prefixes.update(zip(sessions, kept))
-
-    def _stop_criteria(self, stop: tuple[str, ...]) -> StoppingCriteriaList:
-        """Stop-string criteria, built once per stop tuple (building one scans the whole vocabulary)."""
-        if stop not in self._stop_cache:
-            criteria = [StopStringCriteria(tokenizer=self.tokenizer, stop_strings=list(stop))] if stop else []
-            self._stop_cache[stop] = StoppingCriteriaList(criteria)
-        return self._stop_cache[stop]
+        self._prefixes.update(kept)
 
     def _generate_batch(
         self,
@@ -405,7 +375,8 @@ class HFEngine:
     ) -> list[Completion]:
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt must hold at least one token")
-        device = next(self.model.parameters()).device
+        model = self.model if self._merged is None else self._merged.model()
+        device = next(model.parameters()).device
         pad_id = self.tokenizer.pad_token_id
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
@@ -417,8 +388,7 @@ class HFEngine:
         # Prefix cache layout. Rows stay left padded to `width`; the last `fresh` columns (the longest uncached
         # suffix) are computed, for every row, and the first `width - fresh` come from the kept keys/values (each
         # row's cached prefix right-aligned, left pads masked). A row whose suffix is shorter recomputes a few
-        # cached tokens. generate() prefills input_ids[:, cache_length:] only, and derives position ids from the
-        # attention mask, so RoPE positions are each row's true positions.
+        # cached tokens. Position ids come from the attention mask, so RoPE positions are each row's true positions.
         past_key_values = None
         if sessions is not None and self._prefix_supported:
             prefixes = self._take_prefixes(prompts, sessions)
@@ -432,52 +402,54 @@ class HFEngine:
         self.stats["prompt_tokens"] += sum(len(p) for p in prompts)
 
         started = time.perf_counter()
-        was_training = self.model.training
-        self.model.eval()
-        extra = {} if past_key_values is None else {CACHE_ARGUMENT: past_key_values}
-        if choices is not None and any(c is not None for c in choices):
-            extra["logits_processor"] = LogitsProcessorList([ChoiceProcessor(choices, width)])
-        adapters = _adapters_in_model_dtype(self.model) if self.adapter_dtype == "model" else nullcontext()
+        was_training = model.training
+        model.eval()
+        adapters = _adapters_in_model_dtype(model) if self.adapter_dtype == "model" else nullcontext()
         try:
-            with _without_model_generation_defaults(self.model), _contiguous_head_input(self.model), adapters:
-                result = self.model.generate(
-                    input_ids=input_ids.to(device),
-                    attention_mask=attention_mask.to(device),
-                    generation_config=params.generation_config(pad_id, self.tokenizer.eos_token_id),
-                    stopping_criteria=self._stop_criteria(params.stop),
-                    **extra,
+            with _contiguous_head_input(model), adapters:
+                decoded = decode(
+                    model,
+                    input_ids.to(device),
+                    attention_mask.to(device),
+                    past_key_values,
+                    max_new_tokens=params.max_new_tokens,
+                    temperature=params.temperature,
+                    top_p=params.top_p,
+                    logprob_temperature=params.logprob_temperature,
+                    choices=choices,
+                    eos_id=self.tokenizer.eos_token_id,
+                    pad_id=pad_id,
+                    stopped=self._stopped(params.stop),
+                    jump_forward=self.jump_forward,
                 )
         finally:
-            self.model.train(was_training)
-        del past_key_values, extra
-        new_tokens = result.sequences[:, width:].cpu()
-        logits = torch.stack(result.logits, dim=1).float().cpu()  # [B, new, V], raw (before temperature)
-        logprobs = torch.log_softmax(logits / params.logprob_temperature, dim=-1)
-        chosen = logprobs.gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
+            model.train(was_training)
+        del past_key_values
         completions = [
-            self._finish(new_tokens[row].tolist(), chosen[row].tolist(), params) for row in range(len(prompts))
+            self._finish(decoded.tokens[row].tolist(), decoded.logprobs[row].tolist(), params)
+            for row in range(len(prompts))
         ]
-        for row, completion in enumerate(completions):
-            choice = None if choices is None else choices[row]
+        for completion, choice in zip(completions, choices or [None] * len(prompts)):
             if choice is not None:
-                self._renormalise(completion, choice, logits[row], params.logprob_temperature)
+                completion.choices = choice.along(completion.token_ids)
         if sessions is not None and self._prefix_supported:
-            self._keep_prefixes(
-                getattr(result, CACHE_ARGUMENT), sessions, prompts, completions, width, new_tokens.shape[1]
-            )
-        del result
-        release_free_memory()  # this batch's caches and logits, freed into the heap
+            self._keep_prefixes(decoded.cache, sessions, prompts, completions, width)
+        passes = decoded.forward_passes
+        self.stats["computed_tokens"] += decoded.fed_tokens
+        self.stats["reused_prompt_tokens"] += decoded.shared_prompt_tokens
+        del decoded
+        release_free_memory()  # this batch's cache, freed into the heap
         self.stats["generated_tokens"] += sum(len(c.token_ids) for c in completions)
+        self.stats["forward_passes"] += passes
         self.stats["seconds"] += time.perf_counter() - started
         return completions
 
-    @staticmethod
-    def _renormalise(completion: Completion, choice: ReplyChoices, logits: torch.Tensor, temperature: float) -> None:
-        """Record the allowed set at each token and take its behaviour log-prob over that set."""
-        completion.choices = choice.along(completion.token_ids)
-        for index, (token, allowed) in enumerate(zip(completion.token_ids, completion.choices)):
-            if allowed is not None:
-                completion.logprobs[index] = float(choice_logprob(logits[index], allowed, token, temperature))
+    def _stopped(self, stop: tuple[str, ...]) -> Callable[[list[int]], bool]:
+        """Whether tokens generated so far complete one of the ``stop`` strings (as :meth:`_finish` cuts them)."""
+        if not stop:
+            return lambda tokens: False
+        decode_text = self.tokenizer.decode
+        return lambda tokens: any(s in decode_text(tokens, skip_special_tokens=True) for s in stop)
 
     def _finish(self, tokens: list[int], logprobs: list[float], params: SamplingParams) -> Completion:
         """Cut a padded row after its EOS token or the token that completed a stop string."""
