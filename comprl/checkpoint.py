@@ -9,10 +9,11 @@ A checkpoint is the folder ``<run>/checkpoint/``, written after a training step'
   snapshot of the bank, the queue of episodes, the extractor and its samples);
 - ``manifest.json``: the step and every other file's size and sha256, written last.
 
-It is written whole into ``checkpoint.tmp/`` and then renamed, so a kill at any moment leaves one complete
-checkpoint: the previous one, or the new one (a kill between the two renames leaves it as ``checkpoint.old/``). A
-save that runs out of disk space removes ``checkpoint.tmp/`` and raises :class:`OutOfSpace`, leaving the previous
-checkpoint as it was.
+A :class:`Writer` takes the state at the step boundary, in memory, and writes it while training goes on (the
+experience side likewise in a thread of the manager's). It is written whole into ``checkpoint.tmp/`` and then
+renamed, so a kill at any moment leaves one complete checkpoint: the previous one, or the new one (a kill between
+the two renames leaves it as ``checkpoint.old/``). A write that runs out of disk space removes ``checkpoint.tmp/``,
+leaving the previous checkpoint as it was, and the next save (or wait) raises :class:`OutOfSpace`.
 
 :func:`latest` checks every file against the manifest and :class:`Checkpoint` loads tensors and plain data only
 (``torch.load(weights_only=True)``), so a damaged or altered checkpoint is refused with a
@@ -21,6 +22,7 @@ checkpoint as it was.
 
 from __future__ import annotations
 
+import copy
 import errno
 import hashlib
 import json
@@ -28,10 +30,11 @@ import os
 import pickle
 import random
 import shutil
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -117,33 +120,125 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save(run_path: Path, step: int, actor: Any | None, manager: Any | None) -> Checkpoint:
-    """Write the checkpoint of ``step`` (``actor``: the actor trainer or None when the method freezes it;
-    ``manager``: the experience manager or None). On any failure ``checkpoint.tmp/`` is removed and the previous
-    checkpoint is left as it was; lack of disk space is raised as :class:`OutOfSpace`, naming the file."""
-    final, temporary, previous = _paths(run_path)
-    shutil.rmtree(temporary, ignore_errors=True)
-    temporary.mkdir(parents=True)
-    try:
-        if manager is not None:
-            with writing(temporary / "experience"):
-                manager.save_checkpoint(temporary / "experience")
-        state = {"step": step, "rng": rng_state(), "actor": None if actor is None else actor.state_dict()}
-        with writing(temporary / "state.pt"):
-            torch.save(state, temporary / "state.pt")
-        with writing(temporary / "step"):
-            (temporary / "step").write_text(str(step))
-        with writing(temporary / MANIFEST):
-            _write_manifest(temporary, step)
-    except BaseException:
+class BackgroundWrite:
+    """One write at a time in a thread of its own: :meth:`wait` joins it and raises what stopped it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def start(self, write: Callable[[], None]) -> None:
+        """Run ``write`` in the thread, after the write in progress (whose error is raised here)."""
+        self.wait()
+
+        def run() -> None:
+            try:
+                write()
+            except BaseException as error:  # for the waiter
+                self._error = error
+
+        self._thread = threading.Thread(target=run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        """Wait for the write in progress; raise the error that stopped the last write, once."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+
+class Writer:
+    """Writes a run's checkpoints while training goes on: :meth:`save` takes the state at the step boundary, in
+    memory, and returns; a thread writes it, syncs it and commits it with its manifest. The next :meth:`save` and
+    :meth:`wait` wait for the write in progress, so at most one checkpoint is being written, and until its manifest
+    is committed and its folder renamed, the previous checkpoint is the run's: a kill at any moment of the write
+    leaves that one to resume from. While written, the state is held twice in memory (the live one and a CPU copy).
+    """
+
+    def __init__(self, run_path: Path) -> None:
+        self.run_path = run_path
+        self._write = BackgroundWrite("comprl-checkpoint")
+        self._written: Checkpoint | None = None
+
+    def save(self, step: int, actor: Any | None, manager: Any | None) -> None:
+        """Start the checkpoint of ``step`` (``actor``: the actor trainer or None when the method freezes it;
+        ``manager``: the experience service or None): the random states and a CPU copy of the actor trainer's state
+        are taken now, the experience side's state by its ``save_checkpoint`` (which writes it in a thread of its
+        own; ``wait_checkpoint`` waits for it). Raises what stopped the previous write (:meth:`wait`)."""
+        self._write.wait()
+        _, temporary, _ = _paths(self.run_path)
         shutil.rmtree(temporary, ignore_errors=True)
-        raise
-    if final.exists():
+        temporary.mkdir(parents=True)
+        try:
+            state = copied({"step": step, "rng": rng_state(), "actor": None if actor is None else actor.state_dict()})
+            if manager is not None:
+                with writing(temporary / "experience"):
+                    manager.save_checkpoint(temporary / "experience")
+        except BaseException:
+            shutil.rmtree(temporary, ignore_errors=True)
+            raise
+        self._write.start(lambda: self._commit(step, state, manager))
+
+    def wait(self) -> Checkpoint | None:
+        """The last checkpoint written, once the write in progress is done (None before the first). A write that
+        failed removed ``checkpoint.tmp/`` and left the previous checkpoint as it was; its error is raised here
+        (lack of disk space as :class:`OutOfSpace`, naming the file), once."""
+        self._write.wait()
+        return self._written
+
+    def _commit(self, step: int, state: dict[str, Any], manager: Any | None) -> None:
+        final, temporary, previous = _paths(self.run_path)
+        try:
+            try:
+                with writing(temporary / "state.pt"):
+                    torch.save(state, temporary / "state.pt")
+                with writing(temporary / "step"):
+                    (temporary / "step").write_text(str(step))
+            finally:  # the experience side's files are complete, or their write stopped, before the folder goes
+                if manager is not None:
+                    with writing(temporary / "experience"):
+                        manager.wait_checkpoint()
+            with writing(temporary / MANIFEST):
+                _write_manifest(temporary, step)
+        except BaseException:  # raised to the training loop by the next save() or wait()
+            shutil.rmtree(temporary, ignore_errors=True)
+            raise
+        if final.exists():
+            shutil.rmtree(previous, ignore_errors=True)
+            final.rename(previous)
+        temporary.rename(final)
         shutil.rmtree(previous, ignore_errors=True)
-        final.rename(previous)
-    temporary.rename(final)
-    shutil.rmtree(previous, ignore_errors=True)
-    return Checkpoint(final, step)
+        self._written = Checkpoint(final, step)
+
+
+def save(run_path: Path, step: int, actor: Any | None, manager: Any | None) -> Checkpoint:
+    """Write the checkpoint of ``step`` and return once it is committed (:meth:`Writer.save`, then its wait)."""
+    writer = Writer(run_path)
+    writer.save(step, actor, manager)
+    return writer.wait()
+
+
+def copied(state: Any) -> Any:
+    """A copy of ``state`` that training after this call cannot change: every tensor in its dicts, lists and tuples
+    copied into CPU memory, and the rest deep-copied (an object it holds twice stays one object)."""
+    memo: dict[int, Any] = {}
+
+    def copy_tensors(value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            memo.setdefault(id(value), value.detach().to("cpu", copy=True))
+        elif isinstance(value, dict):
+            for item in value.values():
+                copy_tensors(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                copy_tensors(item)
+
+    copy_tensors(state)
+    return copy.deepcopy(state, memo)
 
 
 def latest(run_path: Path) -> Checkpoint | None:

@@ -15,7 +15,7 @@ def test_every_experience_service_provides_the_protocol() -> None:
     """Every call of :class:`ExperienceService`, with the same parameters, on the in-process manager, its Ray
     client and the baseline's null service (the loop holds any of them)."""
     calls = [name for name, _ in inspect.getmembers(ExperienceService, inspect.isfunction) if not name.startswith("_")]
-    assert len(calls) == 11
+    assert len(calls) == 12
     for host in (ExperienceManager, RayExperienceManager, NullExperience):
         for name in calls:
             wanted = inspect.signature(getattr(ExperienceService, name)).parameters

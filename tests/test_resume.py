@@ -5,14 +5,22 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
+import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from conftest import make_rewarding_even_replies
 
 from comprl import checkpoint
+from comprl.actor.trainer import ActorTrainer
 from comprl.config import make_config
+from comprl.experience.bank import ExperienceBank
+from comprl.experience.manager import ExperienceManager
+from comprl.llm import load_model
 from comprl.runs import Run
 from comprl.envs import mixture
 from comprl import loop
@@ -28,9 +36,12 @@ def run_experiment(*args, **kwargs) -> Run:
 
 
 def deterministic(run: Run) -> pd.DataFrame:
-    """The run's metric rows without wall-time columns."""
+    """The run's metric rows without wall-time columns, and without ``eval_shared``, which says where a step-0 row
+    came from (a run killed before its first checkpoint starts again and reads the step-0 rows it played), not
+    what it holds."""
     rows = run.metrics()
-    return rows[[c for c in rows.columns if not any(t in c for t in TIMING)]].reset_index(drop=True)
+    keep = [c for c in rows.columns if not any(t in c for t in TIMING) and c != "eval_shared"]
+    return rows[keep].reset_index(drop=True)
 
 
 def smoke(**overrides):
@@ -40,15 +51,33 @@ def smoke(**overrides):
 
 
 def _killed_at(config_dict: dict, root: str, step: int, when: str) -> None:
-    """Child process: run, and SIGKILL itself after ``step``'s row is logged (``when="row"``), or while its second
-    checkpoint replaces its first (``"checkpoint"``)."""
+    """Child process: run, and SIGKILL itself after ``step``'s row is logged, once the previous step's checkpoint
+    is committed (``when="row"``); while its second checkpoint replaces its first (``"checkpoint"``); or while
+    ``step``'s checkpoint is written, before its manifest, held until the next step's row is logged (``"write"``)."""
     from comprl.config import ExperimentConfig
 
     config = ExperimentConfig.from_dict(config_dict)
     if when == "row":
         def callback(at: int, metrics: dict, phase: str) -> None:
             if phase == "train" and at == step:
+                while (checkpoint.covered_step(Path(root) / "run") or 0) < step - 1:  # written in the background
+                    time.sleep(0.05)
                 os.kill(os.getpid(), signal.SIGKILL)
+    elif when == "write":
+        logged = threading.Event()
+        commit = checkpoint._write_manifest
+
+        def held_commit(folder, at: int) -> None:
+            if at == step:
+                logged.wait()
+                os.kill(os.getpid(), signal.SIGKILL)
+            commit(folder, at)
+
+        def callback(at: int, metrics: dict, phase: str) -> None:
+            if phase == "train" and at == step + 1:
+                logged.set()
+
+        checkpoint._write_manifest = held_commit  # only in this child
     else:  # between the renames that replace the previous checkpoint by this one: at step 2, the first such
         callback = None
         rename = checkpoint.Path.rename
@@ -100,6 +129,69 @@ def test_a_kill_while_a_checkpoint_replaces_the_last_one_leaves_a_complete_one(t
     assert checkpoint.latest(run.path).step == 1  # the previous one, moved back
     resumed = run_experiment(smoke(), tmp_path, name="run", progress=False, resume=True)
     pd.testing.assert_frame_equal(deterministic(resumed), uninterrupted)
+
+
+def test_a_kill_while_a_checkpoint_is_written_in_the_background_resumes_from_the_previous_one(tmp_path, uninterrupted):
+    # step 2's checkpoint is held before its manifest until step 3's row is logged, then the process is killed
+    assert run_killed(smoke(), tmp_path, 2, when="write") == -signal.SIGKILL
+    run = Run(tmp_path / "run")
+    assert 3 in set(run.metrics().query("phase == 'train'")["step"])  # trained while step 2's checkpoint was written
+    assert checkpoint.latest(run.path).step == 1
+    resumed = run_experiment(smoke(), tmp_path, name="run", progress=False, resume=True)
+    pd.testing.assert_frame_equal(deterministic(resumed), uninterrupted)
+
+
+def held(write, release: threading.Event):
+    """``write``, made to wait for ``release`` (a save that waited for its write would never see it set)."""
+    def wrapper(*args, **kwargs):
+        if not release.wait(timeout=120):
+            raise AssertionError(f"{write.__name__} was held until the save returned, and the save waited for it")
+        return write(*args, **kwargs)
+
+    return wrapper
+
+
+def test_a_save_returns_before_its_files_are_written_and_keeps_the_state_of_its_step(tmp_path, monkeypatch):
+    config = smoke()
+    model, tokenizer = load_model("tiny-random", seed=0)
+    actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor)
+    manager = ExperienceManager(config, tmp_path / "bank.duckdb")
+    release = threading.Event()
+    monkeypatch.setattr(ExperienceBank, "snapshot", held(ExperienceBank.snapshot, release))
+    monkeypatch.setattr(checkpoint, "_write_manifest", held(checkpoint._write_manifest, release))
+    weights, rng = actor.state_dict()["weights"], checkpoint.rng_state()
+    writer = checkpoint.Writer(tmp_path)
+    writer.save(1, actor, manager)  # returns while the bank's copy and the manifest wait
+    assert checkpoint.covered_step(tmp_path) is None and (tmp_path / "checkpoint.tmp").is_dir()
+    actor.load_weights({name: weight + 1 for name, weight in weights.items()})  # training goes on, in place
+    torch.rand(3)
+    release.set()
+    assert writer.wait().step == 1
+    state = checkpoint.latest(tmp_path).state()
+    assert state["actor"]["weights"].keys() == weights.keys()
+    assert all(torch.equal(state["actor"]["weights"][name], weight) for name, weight in weights.items())
+    assert state["rng"]["python"] == rng["python"] and torch.equal(state["rng"]["torch"], rng["torch"])
+    assert (tmp_path / "checkpoint" / "experience" / "bank.duckdb").is_file()
+    manager.close()
+
+
+def test_a_copied_state_is_not_changed_by_training_after_it():
+    layer = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.AdamW(layer.parameters())
+
+    def train() -> None:
+        layer(torch.randn(4, 3)).square().sum().backward()
+        optimizer.step()
+
+    train()
+    live = optimizer.state_dict()
+    moments = [moment.clone() for moment in (live["state"][0]["exp_avg"], live["state"][0]["exp_avg_sq"])]
+    copy = checkpoint.copied({"optimizer": live, "twice": [moments, moments]})
+    train()  # AdamW updates its moments in place: the live state dict sees the change
+    assert not torch.equal(live["state"][0]["exp_avg"], moments[0])
+    assert torch.equal(copy["optimizer"]["state"][0]["exp_avg"], moments[0])
+    assert torch.equal(copy["optimizer"]["state"][0]["exp_avg_sq"], moments[1])
+    assert copy["twice"][0] is copy["twice"][1]  # an object held twice stays one
 
 
 def test_a_finished_run_is_not_run_again_and_a_changed_config_is_refused(tmp_path):

@@ -68,8 +68,8 @@ class ExperienceService(Protocol):
     """What the actor side calls on the experience side, once per training step in this order: ``search`` (or
     ``search_later``) for the guided half's entries, ``credit`` for the entries shown, ``submit`` for the episodes to
     distil, ``fence`` around the actor's update, ``step_done``, ``stats``; ``search_and_ask`` during episodes;
-    ``save_checkpoint`` and ``close`` around the run (:class:`~comprl.experience.manager.ExperienceManager`
-    documents each)."""
+    ``save_checkpoint`` (``wait_checkpoint`` for its files) and ``close`` around the run
+    (:class:`~comprl.experience.manager.ExperienceManager` documents each)."""
 
     def search(
         self, queries: Sequence[str], tasks: Sequence[str], *, seeds: Sequence[int] | None = None, record: bool = True
@@ -94,6 +94,8 @@ class ExperienceService(Protocol):
     def stats(self) -> dict[str, float]: ...
 
     def save_checkpoint(self, directory: str | Path) -> None: ...
+
+    def wait_checkpoint(self) -> None: ...
 
     def close(self) -> dict[str, Any]: ...
 
@@ -150,6 +152,9 @@ class NullExperience:
         return {}
 
     def save_checkpoint(self, directory: str | Path) -> None:
+        pass
+
+    def wait_checkpoint(self) -> None:
         pass
 
     def close(self) -> dict[str, Any]:

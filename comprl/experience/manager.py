@@ -36,7 +36,7 @@ import torch
 from transformers import PreTrainedModel
 
 from comprl import console
-from comprl.checkpoint import load_torch, writing
+from comprl.checkpoint import BackgroundWrite, copied, load_torch, writing
 from comprl.config import TRAINS_EXTRACTOR, ExperimentConfig
 from comprl.experience.bank import Embedder, Entry, ExperienceBank
 from comprl.experience.interface import Episode, Outcome, checked_search
@@ -151,7 +151,8 @@ class ExperienceManager:
         self._merges: deque[int] = deque()
         self._busy = False
         self._suspended = False
-        self._holds = 0  # checkpoints being written: the background thread starts no new work
+        self._holds = 0  # checkpoints copying their state: no new work starts, nothing changes the bank
+        self._checkpoint = BackgroundWrite("comprl-manager-checkpoint")
         self._closing = False
         self._counts: Counter = Counter()  # since the last stats()
         self._totals: Counter = Counter()  # taken by stats() before
@@ -308,6 +309,7 @@ class ExperienceManager:
         """Record how the guided episodes that were shown an entry ended: the entries' use counts at once, the
         credit of the extractor samples that wrote them when the extractor is next free."""
         outcomes = list(outcomes)
+        self._wait_for_bank_copy()
         self.bank.record_uses([o.entry_id for o in outcomes], [o.success for o in outcomes], step)
         with self._cv:
             self._outcomes.append((outcomes, step))
@@ -368,6 +370,7 @@ class ExperienceManager:
 
     def _drain(self) -> None:
         """Sync mode: do all waiting work now."""
+        self._wait_for_bank_copy()
         while True:
             with self._cv:
                 if self._idle():
@@ -494,6 +497,7 @@ class ExperienceManager:
         whole life, whatever :meth:`stats` reported meanwhile)."""
         if self._report is not None:
             return self._report
+        self._checkpoint.wait()  # one being written still copies the bank
         persist = self.config.experience.shutdown == "persist"
         report: dict[str, Any] = {"drained": 0, "persisted": 0}
         with self._cv:
@@ -523,43 +527,68 @@ class ExperienceManager:
     # -----------------------------------------------------------------------------------------------------
 
     def save_checkpoint(self, directory: str | Path) -> None:
-        """Write the experience side's state to ``directory``, between two units of the extractor's work (it
-        waits for the one in progress, then starts no new one until done; searches go on): a snapshot of the
-        bank (``bank.duckdb``), the episodes still queued (``queue.jsonl``), and in ``manager.pt`` the
-        extractor's trainable weights, optimiser and samples, the outcomes and merges not yet processed, the
-        random states and the retrieval counters.
+        """Take the experience side's checkpoint as of this call and write it to ``directory`` in a thread while the
+        caller goes on (:meth:`wait_checkpoint` waits for the files): a snapshot of the bank (``bank.duckdb``), the
+        episodes still queued (``queue.jsonl``), and in ``manager.pt`` the extractor's trainable weights, optimiser
+        and samples, the outcomes and merges not yet processed, the random states and the retrieval counters.
+
+        What the actor has handed over (episodes, outcomes, merges, the step) is taken at once, and so is the
+        extractor's state when it is between two units of work (always in sync mode). A unit in progress (async)
+        belongs to the checkpoint: the thread waits for it to end, then takes the extractor's state. Until the thread
+        has copied the bank, the extractor starts no new work and nothing changes the bank (a credit, and in sync
+        mode the work of the next calls, waits for the copy); searches go on.
 
         Recency is kept as the age of each entry's last retrieval, so a resumed run sees the same entries as
         recently retrieved only if it continues within ``bank.recent_seconds``; time while stopped does not count.
         """
+        self._checkpoint.wait()
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         with self._cv:
-            self._holds += 1
-            try:
-                self._cv.wait_for(lambda: not self._busy or self._error is not None)
-                self._raise_background_error()
-            except BaseException:
-                self._holds -= 1
-                raise
+            self._raise_background_error()
             queue, merges = list(self._queue), list(self._merges)
             outcomes = [([(o.entry_id, o.success) for o in batch], step) for batch, step in self._outcomes]
-            warm = set(self.retrieval.warm)
-            state = {"step": self._step, "warm": warm, "outcomes": outcomes, "merges": merges}
+            state = {
+                "step": self._step, "warm": set(self.retrieval.warm), "outcomes": outcomes, "merges": merges,
+                "retrieval": self.retrieval.state_dict(),
+            }
+            extractor = None if self._busy else self._extractor_state()
+            self._holds += 1
+        self._checkpoint.start(lambda: self._write_checkpoint(directory, state, queue, extractor))
+
+    def wait_checkpoint(self) -> None:
+        """Wait until the files of the last :meth:`save_checkpoint` are written; raise what stopped them, once."""
+        self._checkpoint.wait()
+
+    def _write_checkpoint(
+        self, directory: Path, state: dict[str, Any], queue: list[Episode], extractor: dict[str, Any] | None
+    ) -> None:
         try:
-            state["retrieval"] = self.retrieval.state_dict()
-            state["extractor_rng"] = self._torch_rng
-            state["trainer"] = None if self.trainer is None else self.trainer.state_dict()
+            if extractor is None:  # the unit of work in progress at save_checkpoint
+                with self._cv:
+                    self._cv.wait_for(lambda: not self._busy or self._error is not None)
+                    self._raise_background_error()
+                    extractor = self._extractor_state()
             with writing(directory / "bank.duckdb"):
                 self.bank.snapshot(directory / "bank.duckdb")
-            with writing(directory / "queue.jsonl"):
-                write_episodes(directory / "queue.jsonl", queue)
-            with writing(directory / "manager.pt"):
-                torch.save(state, directory / "manager.pt")
         finally:
             with self._cv:
                 self._holds -= 1
                 self._cv.notify_all()
+        with writing(directory / "queue.jsonl"):
+            write_episodes(directory / "queue.jsonl", queue)
+        with writing(directory / "manager.pt"):
+            torch.save({**state, **extractor}, directory / "manager.pt")
+
+    def _extractor_state(self) -> dict[str, Any]:
+        """The extractor's part of a checkpoint, copied (callers hold ``_cv`` between two units of its work)."""
+        trainer = None if self.trainer is None else self.trainer.state_dict()
+        return copied({"extractor_rng": self._torch_rng, "trainer": trainer})
+
+    def _wait_for_bank_copy(self) -> None:
+        """Wait while a checkpoint is copying the bank, before changing it."""
+        with self._cv:
+            self._cv.wait_for(lambda: not self._holds)
 
     def _load_checkpoint(self, directory: Path) -> None:
         """Restore what :meth:`save_checkpoint` wrote (the bank file was put back before it was opened), loading

@@ -106,6 +106,9 @@ class RayExperienceManager:
         cluster)."""
         self._call("save_checkpoint", str(directory))
 
+    def wait_checkpoint(self) -> None:
+        self._call("wait_checkpoint")
+
     def close(self) -> dict[str, Any]:
         report = self._call("close")
         self._ray.kill(self._handle)
