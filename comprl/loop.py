@@ -25,11 +25,10 @@ from transformers import PreTrainedModel
 
 from comprl import checkpoint, console
 from comprl.actor.rollout import Trajectory, retrieval_query, run_episodes, summarize
+from comprl.evaluation import SHARED_FOLDER, evaluate, evaluation_rows, task_metrics
 from comprl.actor.trainer import ActorTrainer
 from comprl.actor.workers import RolloutWorkers
 from comprl.config import TRAINS_ACTOR, ExperimentConfig
-from comprl.envs.base import EVAL_SEED_OFFSET  # evaluation plays seeds EVAL_SEED_OFFSET + i
-from comprl.envs.mixture import task_name
 from comprl.experience import connect
 from comprl.experience.interface import ExperienceService, NullExperience, Outcome
 from comprl.llm import HFEngine, load_model, make_engine, resolve_dtype, sharing_weights
@@ -60,40 +59,6 @@ def make_envs(config: ExperimentConfig) -> dict[str, list[gymnasium.Env]]:
     """The envs of every task of the run, one per rollout of a step (each with its task's turn cap and options)."""
     mixture = config.mixture()
     return {env_id: mixture.make_envs(env_id, n * config.group_size) for env_id, n in mixture.batch.items()}
-
-
-def task_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    """Episode metrics over all trajectories, and, when they come from several tasks, per task under the task's
-    short name (``webshop_success_rate``; :data:`comprl.envs.mixture.TASK_NAMES`)."""
-    metrics = summarize(trajectories)
-    tasks = dict.fromkeys(t.env_id for t in trajectories)
-    if len(tasks) > 1:
-        for env_id in tasks:
-            own = summarize([t for t in trajectories if t.env_id == env_id])
-            metrics.update({f"{task_name(env_id)}_{key}": value for key, value in own.items()})
-    return metrics
-
-
-def evaluate(
-    engine: HFEngine, envs: Mapping[str, Sequence[gymnasium.Env]], config: ExperimentConfig,
-    search: Search | None = None, progress: bool = False,
-) -> dict[str, float]:
-    """Success and episode statistics on each task's held-out seeds (``eval_episodes`` per task), overall and per
-    task (:func:`task_metrics`); every episode guided when ``search`` is given (called with a task's queries,
-    their tasks and their seeds; evaluation searches do not record retrievals, so what an episode is shown does
-    not depend on how the episodes are chunked)."""
-    rollout = dataclasses.replace(config.rollout, temperature=config.eval_temperature)
-    trajectories: list[Trajectory] = []
-    seeds = [EVAL_SEED_OFFSET + i for i in range(config.eval_episodes)]
-    for task, task_envs in envs.items():
-        for start in range(0, len(seeds), len(task_envs)):
-            chunk = seeds[start : start + len(task_envs)]
-            retrieve = None if search is None else functools.partial(search, tasks=[task] * len(chunk), seeds=chunk)
-            guided = [search is not None] * len(chunk)
-            trajectories += run_episodes(
-                engine, task_envs[: len(chunk)], chunk, rollout, guided=guided, retrieve=retrieve, progress=progress
-            )
-    return task_metrics(trajectories)
 
 
 class StepLayout:
@@ -151,9 +116,6 @@ class Timer:
         finally:
             self.seconds[phase] += time.perf_counter() - started
 
-
-Search = Callable[..., Sequence]
-"""``ExperienceService.search``: (queries, tasks=..., seeds=...) -> one entry or None per query."""
 
 MetricsCallback = Callable[[int, dict[str, float], str], None]
 """Called with (step, metrics, phase) after every logged row, e.g. ``comprl.kit.widgets.LiveTrainingPlot.callback``."""
@@ -296,6 +258,7 @@ def run_experiment(
     experience = _experience_service(config, run, device, resumed, actor, engine, extractor_model)
     del extractor_model
     learners = Learners(config, layout, engine, actor, experience)
+    checkpoints = checkpoint.Writer(run.path)  # written while training goes on
     try:
         if config.rollout_workers:
             asks = config.uses_experience and config.experience.search_and_ask
@@ -308,7 +271,7 @@ def run_experiment(
             checkpoint.set_rng_state(state["rng"])
             say.info("resumed after step %d (%s)", resumed.step, run.path)
         elif config.eval_episodes:
-            _log_eval(record, say, 0, engine, envs_by_task, config, experience)
+            _log_eval(record, say, 0, engine, envs_by_task, config, experience, run, progress)
         first = resumed.step + 1 if resumed else 1
         bar = console.progress(
             range(first, config.steps + 1), desc=f"{config.method} on {config.task}", unit="step", disable=not progress,
@@ -327,15 +290,19 @@ def run_experiment(
                 if config.uses_experience else "",
             )
             if step == config.steps or (config.checkpoint_every and step % config.checkpoint_every == 0):
-                checkpoint.save(run.path, step, actor, experience if config.uses_experience else None)
+                checkpoints.save(step, actor, experience if config.uses_experience else None)
         checkpoint.export_adapters(run.path, actor)
         if config.eval_episodes:
-            _log_eval(record, say, config.steps, engine, envs_by_task, config, experience)
+            _log_eval(record, say, config.steps, engine, envs_by_task, config, experience, run, progress)
+        checkpoints.wait()  # the last checkpoint is committed before the run counts as finished
         run.mark_finished()
     finally:
-        if learners.workers is not None:
-            learners.workers.close()
-        report = experience.close()
+        try:
+            checkpoints.wait()  # a write in progress ends before the experience side closes
+        finally:
+            if learners.workers is not None:
+                learners.workers.close()
+            report = experience.close()
         if config.uses_experience:
             say.info("experience manager closed: %s", report)
     return run
@@ -419,17 +386,19 @@ def _halves(trajectories: Sequence[Trajectory]) -> dict[str, float]:
 
 def _log_eval(
     record: Callable[[int, str, dict[str, float]], None], say: logging.LoggerAdapter, step: int, engine: HFEngine,
-    envs: Mapping[str, Sequence[gymnasium.Env]], config: ExperimentConfig, experience: ExperienceService,
+    envs: Mapping[str, Sequence[gymnasium.Env]], config: ExperimentConfig, experience: ExperienceService, run: Run,
+    progress: bool,
 ) -> None:
-    """Evaluation rows: experience-free, and for methods with a bank also with experience (``guided_*`` columns)."""
-    metrics = evaluate(engine, envs, config)
+    """Evaluation rows: experience-free, and for methods with a bank also with experience (``guided_*`` columns);
+    the step-0 rows are shared between the runs of one output folder (:mod:`comprl.evaluation`)."""
+    search = functools.partial(experience.search, record=False) if config.uses_experience else None
+    shared = run.path.parent / SHARED_FOLDER if step == 0 else None
+    metrics = evaluation_rows(engine, envs, config, search, shared=shared, progress=progress)
     if config.uses_experience:
-        search = functools.partial(experience.search, record=False)
-        with_experience = evaluate(engine, envs, config, search=search)
-        metrics.update({f"guided_{k}": v for k, v in with_experience.items() if not k.endswith("episodes")})
         experience.stats()  # evaluation lookups are not part of the next training step's counters
     record(step, "eval", metrics)
     say.info(
-        "eval after step %d: success %.2f over %d episodes%s", step, metrics["success_rate"], metrics["episodes"],
+        "eval after step %d: success %.2f over %d episodes%s%s", step, metrics["success_rate"], metrics["episodes"],
         f" (with experience {metrics['guided_success_rate']:.2f})" if config.uses_experience else "",
+        " (shared with an earlier run of this configuration)" if metrics["eval_shared"] else "",
     )

@@ -1,11 +1,13 @@
-"""Fixed-seed smoke comp_rl runs log the rows they logged before the package was laid out as the paper's figure.
-Moving code must not change behaviour: the same episodes, the same updates, the same bank.
+"""Fixed-seed smoke comp_rl runs log the rows recorded in ``tests/data/``: moving code must not change behaviour (the
+same episodes, the same updates, the same bank).
 
-- ``tests/data/smoke_comp_rl_rows.csv``: one task, recorded at commit 32bd900, before ``comprl/actor/``,
-  ``comprl/loop.py`` and ``comprl/experience/extractor/`` existed;
-- ``tests/data/smoke_comp_rl_mixture_rows.csv``: the 3-task mixture, recorded at commit 0af8612, while the bank was
-  still searched once per task (the manager's search and embedding call counters are left out of the comparison:
-  a batched search over several tasks is one call where it was one per task).
+- ``smoke_comp_rl_rows.csv``: one task; ``smoke_comp_rl_mixture_rows.csv``: the 3-task mixture (the manager's search
+  and embedding call counters are left out: a batched search over several tasks is one call where it was one per
+  task when the mixture's rows were first recorded).
+- Both were first recorded before the layout issue moved the package (32bd900, 0af8612) and passed after it. They
+  were recorded again when evaluation got random streams of its own (the speed issue), the one intended change of
+  behaviour then; with evaluation off, the runs of that commit logged the rows of 101ae97, the layout's last commit
+  (the prompt tokens an identical prompt's prefill serves aside, now counted as reused).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ CALL_COUNTS = ("manager_search_batches", "manager_embedding_calls")
     ],
     ids=["one-task", "3-task"],
 )
-def test_a_fixed_seed_smoke_run_logs_the_rows_recorded_before_the_layout_changed(
+def test_a_fixed_seed_smoke_run_logs_the_recorded_rows(
     tmp_path, monkeypatch, recorded_at, overrides
 ):
     monkeypatch.setattr(mixture, "make", make_rewarding_even_replies)  # replies of even length earn 1: updates happen

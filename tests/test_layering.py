@@ -3,8 +3,8 @@
 - ``comprl.actor`` and ``comprl.experience`` are the two sides. The actor side sees the experience side only
   through ``comprl.experience.interface`` (the episode record, the search tags, the ``ExperienceService``
   protocol); the experience side imports nothing of the actor side.
-- The loop (``comprl.loop``) sits above both and reaches the experience side through its package
-  (``comprl.experience``: ``connect``) and its interface.
+- The loop (``comprl.loop``, with ``comprl.evaluation``) sits above both and reaches the experience side through
+  its package (``comprl.experience``: ``connect``) and its interface.
 - The shared layer (configs, models, objectives, environments, run storage, checkpoints) imports neither side.
 - The reproduction kit (``comprl.kit``) is imported by nothing in the library: only ``comprl/__init__.py`` names
   its public functions (as strings, imported on first use) and ``comprl/widgets.py`` keeps the widgets' old path.
@@ -26,7 +26,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "comprl"
 ACTOR = ("comprl.actor",)
 EXPERIENCE = ("comprl.experience",)
 EXPERIENCE_INTERFACE = {"comprl.experience.interface"}
-LOOP = ("comprl.loop",)
+LOOP = ("comprl.loop", "comprl.evaluation")
 KIT = ("comprl.kit",)
 KIT_PATH_KEPT = "widgets.py"
 """The one library file allowed to import the kit: the widgets' old import path, ``comprl.widgets``."""

@@ -17,6 +17,7 @@ import logging
 import multiprocessing
 import os
 import pickle
+import time
 import traceback
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -89,10 +90,12 @@ def run_experiments(
             log.info("%s: the same config finished in %s; copied, not trained again", name, source.path)
 
     if jobs == 1:
-        return {
-            name: run_experiment(config, output_dir, name=name, callback=callback, resume=resume)
-            for name, config in plan.items()
-        }
+        pace = _Pace(plan, output_dir)
+        runs = {}
+        for name, config in plan.items():
+            runs[name] = run_experiment(config, output_dir, name=name, callback=pace.wrap(callback), resume=resume)
+            pace.run_done(name)
+        return runs
 
     # finished runs are checked (the same config?) and returned here, with no process to start
     runs = {
@@ -102,6 +105,35 @@ def run_experiments(
     left = {name: config for name, config in plan.items() if name not in runs}
     paths = _run_pinned(left, str(output_dir), cores[:jobs], resume) if left else {}
     return {name: runs[name] if name in runs else Run(Path(paths[name])) for name in plan}
+
+
+class _Pace:
+    """The plan's ETA, logged as each run of a one-at-a-time plan ends: the training steps left (finished runs'
+    none) at the pace of the steps trained so far in this call, evaluations included."""
+
+    def __init__(self, plan: Mapping[str, ExperimentConfig], output_dir: str | Path) -> None:
+        from comprl.runs import Run
+
+        self.left = {
+            name: 0 if Run(Path(output_dir) / name).finished else config.steps for name, config in plan.items()
+        }
+        self.started = time.perf_counter()
+        self.trained = 0
+
+    def wrap(self, callback: MetricsCallback | None) -> MetricsCallback:
+        def counting(step: int, metrics: dict[str, float], phase: str) -> None:
+            self.trained += phase == "train"
+            if callback is not None:
+                callback(step, metrics, phase)
+
+        return counting
+
+    def run_done(self, name: str) -> None:
+        self.left[name] = 0
+        remaining, done = sum(self.left.values()), sum(not steps for steps in self.left.values())
+        if self.trained and remaining:
+            eta = remaining * (time.perf_counter() - self.started) / self.trained
+            log.info("%d of %d runs done; about %.0f min left at this call's pace", done, len(self.left), eta / 60)
 
 
 def check_jobs(jobs: int) -> list[int]:

@@ -4,6 +4,7 @@ the official code, the tokens one training step processes, and the step time the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -50,11 +51,15 @@ def resource_plan(
     elsewhere: Sequence["Throughput"] = (),
     profile: str = "PROFILE",
     searched: Path | None = None,
+    copied: Mapping[str, Sequence[ExperimentConfig]] | None = None,
+    recorded: Recorded | None = None,
 ) -> str:
     """The plan of ``runs`` (notebook -> its configs, or a plain list): memory per model; for GPU profiles the GPU
     placement and count; the token budget of one step of the largest run; and, per measurement in
-    ``throughputs``, the step times it implies. Without a measurement it says so, mentions the measurements of
-    another kind of device found (``elsewhere``) and names the command to measure."""
+    ``throughputs``, the step times it implies, and per notebook plan, floor and the actual time ``recorded``
+    (:func:`notebook_plan`; ``copied``: per notebook, the runs it copies instead of training). Without a
+    measurement it says so, mentions the measurements of another kind of device found (``elsewhere``) and names
+    the command to measure."""
     runs = {"": list(runs)} if isinstance(runs, list) else dict(runs)
     configs = [config for its in runs.values() for config in its]
     if not configs:
@@ -68,7 +73,7 @@ def resource_plan(
     budget = step_budget(biggest)
     parts.append(budget_plan(biggest, budget, notebook))
     for throughput in throughputs:
-        parts.append(time_plan(runs, biggest, budget, throughput))
+        parts.append(time_plan(runs, biggest, budget, throughput, copied, recorded))
     if not throughputs:
         parts.append(no_measurement(configs, elsewhere, profile, THROUGHPUT_DIR if searched is None else searched))
     return "\n\n".join(parts)
@@ -422,6 +427,13 @@ BUDGET_ASSUMPTIONS = (
     "CISPO sample once; every rollout enters the actor's update",
     "not counted: merge passes (every extractor.merge_every steps; with a measurement, priced per 1,000 bank "
     "entries), embedding and search (paper: <= ~1 s per step)",
+    "evaluation: eval_episodes episodes per task and pass, shaped like the rollouts' (replies at the cap whatever "
+    "eval_temperature; no search_and_ask), a guided one showing one entry; the passes comprl.evaluation plays "
+    "(eval_passes): at step 0 the free pass once per notebook folder and evaluation key, the guided pass where "
+    "bank.init_from fills the bank, or, the bank empty, played unguided where the free rows were read, not played; "
+    "after the last step a free pass and, with experience, a guided one (the bank then answers)",
+    "a notebook's runs go one after another (with --jobs, two runs of one evaluation key that start together both "
+    "play its step-0 free pass)",
 )
 
 
@@ -490,6 +502,61 @@ def _episode(
     prefill = first + (turns - 1) * per_turn  # the replies' keys/values come from decoding them
     context = turns * first + grow * turns * (turns - 1) / 2
     return turns, prefill, context, first + (turns - 1) * grow + reply
+
+
+# Evaluation -----------------------------------------------------------------------------------------------------
+
+def eval_tokens(config: ExperimentConfig, guided: bool) -> tuple[float, float]:
+    """(prefilled, decoded) tokens of one evaluation pass of ``config``: ``eval_episodes`` episodes of every task,
+    shaped like a rollout episode of :func:`step_budget` (its prompt sizes, reply cap and turn cap; evaluation has no
+    search_and_ask), each guided one showing one longest-allowed entry."""
+    mixture = config.mixture()
+    reply = config.rollout.max_new_tokens
+    prefill = decode = 0.0
+    for env_id in mixture.batch:
+        measured = PROMPT_TOKENS[env_id]
+        first = measured.first + (SHARED_TOKENS["entry"] if guided else 0)
+        turns, tokens, _, _ = _episode(
+            first, measured.per_turn, reply, mixture.turns(env_id), config.rollout.max_context_tokens
+        )
+        prefill += tokens * config.eval_episodes
+        decode += turns * reply * config.eval_episodes
+    return prefill, decode
+
+
+def eval_passes(configs: Sequence[ExperimentConfig]) -> list[tuple[int, int]]:
+    """(experience-free passes, guided passes) that each of ``configs``, the runs one notebook trains into its folder
+    one after another, plays, as :mod:`comprl.evaluation` decides: at step 0 the free pass is played by the first
+    run of its evaluation key only (the others read its rows), and the guided pass only where the bank starts
+    filled (``bank.init_from``; an empty bank answers nothing, and its guided rows are the free ones); after the
+    last step, a free pass, and a guided one for methods with experience (counted as played: a bank that still
+    answers nothing then reuses the free episodes)."""
+    from comprl.evaluation import shared_key
+
+    seen: set[str] = set()
+    out = []
+    for config in configs:
+        if not config.eval_episodes:
+            out.append((0, 0))
+            continue
+        key = shared_key(config)
+        first = key not in seen
+        seen.add(key)
+        guided = 1 + bool(config.bank.init_from) if config.uses_experience else 0
+        out.append((int(first) + 1, guided))
+    return out
+
+
+def eval_seconds(config: ExperimentConfig, passes: tuple[int, int], throughput: Throughput) -> float:
+    """Seconds of ``passes`` (free, guided) evaluation passes of ``config`` on the actor's devices."""
+    n = learner_devices(config, throughput)["actor"]
+    seconds = 0.0
+    for count, guided in zip(passes, (False, True)):
+        if count:
+            prefill, decode = eval_tokens(config, guided)
+            seconds += count * (prefill / throughput.rate("prefill", config.model)
+                                + decode / throughput.rate("decode", config.model)) / n
+    return seconds
 
 
 def budget_plan(config: ExperimentConfig, budget: StepBudget, notebook: str = "") -> str:
@@ -755,9 +822,11 @@ def step_time(config: ExperimentConfig, budget: StepBudget, throughput: Throughp
 
 
 def time_plan(
-    runs: Mapping[str, list[ExperimentConfig]], config: ExperimentConfig, budget: StepBudget, throughput: Throughput
+    runs: Mapping[str, list[ExperimentConfig]], config: ExperimentConfig, budget: StepBudget, throughput: Throughput,
+    copied: Mapping[str, Sequence[ExperimentConfig]] | None = None, recorded: Recorded | None = None,
 ) -> str:
-    """The step time of ``config`` (the largest run) from ``throughput``, with its formula, then per notebook."""
+    """The step time of ``config`` (the largest run) from ``throughput``, with its formula, then per notebook
+    (:func:`notebook_plan`)."""
     t = throughput
     measured = (
         f"  measured on {t.device}: {t.model} ({t.parameters_b:g} B) in {t.dtype}, batch {t.batch_size}, "
@@ -849,6 +918,15 @@ def time_plan(
     lines.append(f"  step             = {formula} = {_duration(took.step)}"
                  + (" (updates not measured: a lower bound)" if t.train_tokens_per_s is None else ""))
     lines.append(f"  run              = {config.steps} steps x step = {_duration(config.steps * took.step)}")
+    if config.eval_episodes:
+        prefill, decode = eval_tokens(config, False)
+        guided = f", guided {_duration(eval_seconds(config, (0, 1), t))}" if config.uses_experience else ""
+        lines.append(
+            f"  evaluation pass  = {config.eval_episodes} episodes x {len(budget.tasks)} tasks: prefill / prefill rate "
+            f"+ decode / decode rate = {term(prefill, 'prefill', 'actor')} + {term(decode, 'decode', 'actor')} = "
+            f"{_duration(eval_seconds(config, (1, 0), t))} free{guided}; a run plays at most two of each (step 0, "
+            "after the last step): the passes played are counted per notebook"
+        )
     if config.uses_experience and config.extractor.merge_every:
         calls = 1000 / MERGE_CHUNK
         merge = (calls * SHARED_TOKENS["merge"] / rate[("prefill", "extractor")]
@@ -858,25 +936,99 @@ def time_plan(
             f"1,000 bank entries ({calls:.0f} calls of ~{SHARED_TOKENS['merge']:,} prompt + "
             f"{config.extractor.max_new_tokens:,} reply tokens)"
         )
-    lines += ["", f"  per notebook ({_shown(t.path)}; runs one after another; step time of its largest run):"]
-    hours = gpu_hours = 0.0
+    lines += ["", notebook_plan(runs, t, copied or {}, recorded)]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The wall times a reproduction recorded (``results/<profile>/reproduce.json``, written by
+    :func:`comprl.kit.reproduce.reproduce`)."""
+
+    path: Path
+    notebooks: Mapping[str, Mapping[str, Any]]
+    """notebook -> its entry: ``seconds`` (summed over the calls that executed it), ``finished`` once it did,
+    ``jobs`` (runs at once) where the notebook takes that parameter."""
+
+
+def floor_throughput(throughput: Throughput) -> Throughput:
+    """``throughput`` with every generated token at the raw batched forward rate (the measured prefill rate): an
+    engine that decodes as fast as it prefills, the bound no engine beats on that device; updates keep the train
+    rate (forward and backward)."""
+    return dataclasses.replace(throughput, decode_tokens_per_s=throughput.prefill_tokens_per_s)
+
+
+def run_seconds(config: ExperimentConfig, passes: tuple[int, int], throughput: Throughput) -> float:
+    """Seconds of one run of ``config``: its steps, then its ``passes`` (free, guided) evaluation passes."""
+    return config.steps * step_time(config, step_budget(config), throughput).step + eval_seconds(
+        config, passes, throughput
+    )
+
+
+def notebook_plan(
+    runs: Mapping[str, list[ExperimentConfig]], t: Throughput, copied: Mapping[str, Sequence[ExperimentConfig]],
+    recorded: Recorded | None = None,
+) -> str:
+    """Per notebook and in total: plan (training steps and the evaluation passes played, at the measured rates),
+    floor (the same tokens at :func:`floor_throughput`'s rates) and, where ``recorded``, the actual wall time.
+    ``copied``: per notebook, those of its runs it copies from an earlier notebook or a reference run (no time)."""
+    gpu = t.device_kind == "cuda"
+    floor = floor_throughput(t)
+    seen = recorded.notebooks if recorded is not None else {}
+    head = f"    {'notebook':20s} {'runs':>4s} {'copied':>6s} {'step':>10s} {'evaluation':>10s} {'plan':>10s} "
+    lines = [
+        f"  per notebook ({_shown(t.path)}; runs one after another; step: its largest run's):",
+        head + f"{'floor':>10s}" + (f" {'GPUs':>4s} {'GPU-hours':>9s}" if gpu else "") + f" {'actual':>10s}",
+    ]
+    plan = low = actual = gpu_hours = 0.0
+    unplanned = []
     for notebook, its in runs.items():
+        entry = seen.get(notebook)
+        spent = "-" if entry is None else f"{_duration(entry.get('seconds', 0.0)):>10s}" + (
+            "" if entry.get("finished") else " so far (not finished)"
+        ) + (f" ({entry['jobs']} runs at once)" if entry.get("jobs", 1) > 1 else "")
+        actual += 0.0 if entry is None else entry.get("seconds", 0.0)
         if not its:
+            if entry is not None:
+                unplanned.append(notebook)
+                blank = f"{'-':>10s} " * 4 + (f"{'-':>4s} {'-':>9s} " if gpu else "")
+                lines.append(f"    {notebook:20s} {0:4d} {0:6d} {blank}{spent:>10s}")
             continue
-        seconds = [c.steps * step_time(c, step_budget(c), t).step for c in its]
+        played = [c for c in its if c not in copied.get(notebook, ())]
+        passes = eval_passes(played)
+        train = sum(c.steps * step_time(c, step_budget(c), t).step for c in played)
+        evaluation = sum(eval_seconds(c, p, t) for c, p in zip(played, passes))
+        bound = sum(run_seconds(c, p, floor) for c, p in zip(played, passes))
+        plan, low = plan + train + evaluation, low + bound
         largest = max(its, key=_size)
-        gpus = max(gpu_count(c) for c in its) if t.device_kind == "cuda" else 1
-        spent = sum(s * (gpu_count(c) if t.device_kind == "cuda" else 1) for s, c in zip(seconds, its))
-        hours += sum(seconds) / 3600
-        gpu_hours += spent / 3600
-        used = f"{gpus:3d} GPUs, {spent / 3600:,.0f} GPU-hours" if t.device_kind == "cuda" else "1 device"
+        used = ""
+        if gpu:
+            hours = sum(run_seconds(c, p, t) * gpu_count(c) for c, p in zip(played, passes)) / 3600
+            gpu_hours += hours
+            used = f" {max(gpu_count(c) for c in its):4d} {hours:9,.0f}"
         lines.append(
-            f"    {notebook or 'runs':20s} {len(its):3d} runs  "
-            f"step {_duration(step_time(largest, step_budget(largest), t).step):>10s}"
-            f"  all runs {_duration(sum(seconds)):>10s}  ({used})"
+            f"    {notebook or 'runs':20s} {len(its):4d} {len(its) - len(played):6d} "
+            f"{_duration(step_time(largest, step_budget(largest), t).step):>10s} {_duration(evaluation):>10s} "
+            f"{_duration(train + evaluation):>10s} {_duration(bound):>10s}{used} {spent:>10s}"
         )
-    total = f"{_duration(hours * 3600)}" + (f", {gpu_hours:,.0f} GPU-hours" if t.device_kind == "cuda" else "")
-    lines.append(f"    {'whole reproduction':20s} {total}")
+    lines.append(
+        f"    {'whole reproduction':20s} {'':4s} {'':6s} {'':10s} {'':10s} {_duration(plan):>10s} {_duration(low):>10s}"
+        + (f" {'':4s} {gpu_hours:9,.0f}" if gpu else "") + f" {_duration(actual) if seen else '-':>10s}"
+    )
+    lines += [
+        "  plan:   steps x step time + the evaluation passes played (eval_passes), at the measured rates",
+        f"  floor:  the plan's tokens (rollouts' prefill and decode, evaluation, extractor calls) at the raw batched "
+        f"forward rate ({_rate(t.prefill_tokens_per_s)} tokens/s for {t.model}, scaled by parameters), updates' "
+        "forward+backward at the train rate: no engine processes those tokens faster on this device; they are upper "
+        "bounds (replies at their cap, every rollout in the update), so a run that processes fewer can take less",
+        "  actual: " + (
+            f"{_shown(recorded.path)}: wall time summed over the calls that ran the notebook (runs at once: the plan "
+            "and floor assume one after another)" if recorded is not None else "no reproduction recorded yet"
+        ),
+        "  copied: runs that an earlier notebook trains, or a finished reference run holds, are copied: no time",
+    ]
+    if unplanned:
+        lines.append(f"  {', '.join(unplanned)}: no training runs, not planned; their actual time is in the total")
     return "\n".join(lines)
 
 

@@ -13,7 +13,10 @@ def summary_table(metrics: pd.DataFrame) -> pd.DataFrame:
     """Success before and after training per method and env, from the ``eval`` rows: the mean over seeds, and
     their standard deviation over seeds in the ``_sd`` columns (NaN for one seed).
 
-    Methods with a bank also get ``guided_success_after``: the final evaluation with experience retrieved.
+    Methods with a bank also get ``guided_success_after``: the final evaluation with experience retrieved. Runs
+    that logged it get ``before_shared``: how many of the seeds' step-0 rows were read from the step-0 evaluation
+    an earlier run of the folder played for the same untrained model and settings (:mod:`comprl.evaluation`), not
+    played again.
     """
     evals = metrics[metrics["phase"] == "eval"]
     if evals.empty:
@@ -22,7 +25,8 @@ def summary_table(metrics: pd.DataFrame) -> pd.DataFrame:
     last = evals.loc[evals.groupby("run")["step"].idxmax()]
     after = ["run", "success_rate", "mean_episode_length", "invalid_action_rate"]
     after += ["guided_success_rate"] if "guided_success_rate" in last else []
-    merged = first[["run", "method", "env_id", "success_rate"]].merge(
+    shared = ["eval_shared"] if "eval_shared" in first else []
+    merged = first[["run", "method", "env_id", "success_rate", *shared]].merge(
         last[after], on="run", suffixes=("_before", "_after")
     )
     columns = {
@@ -35,6 +39,8 @@ def summary_table(metrics: pd.DataFrame) -> pd.DataFrame:
         "episode_length_after_sd": ("mean_episode_length", "std"),
         "invalid_action_rate_after": ("invalid_action_rate", "mean"),
     }
+    if shared:
+        columns["before_shared"] = ("eval_shared", "sum")
     if "guided_success_rate" in merged:
         columns["guided_success_after"] = ("guided_success_rate", "mean")
         columns["guided_success_after_sd"] = ("guided_success_rate", "std")
