@@ -11,13 +11,23 @@ runs the same random unit queries through:
 4. FAISS ``IndexFlatIP`` (exact), ``k=16`` and ``k=1``;
 5. numpy (matrix product + argmax), the reference for top-1 agreement (top-16 recall: numpy argpartition);
 
+6. the manager's batched path, re-ranking included: :meth:`RetrievalPolicy.choose`, the function
+   :meth:`ExperienceManager.search` calls for each batch of ``query_batch`` queries (embedding, search of the
+   query's task with ``k=candidates``, the official re-ranking with its retrieval counts, recency and dropout),
+   with the default :class:`ExperimentConfig`; its embedder looks the query vectors up (the model's time is left
+   out, as FAISS has none), and the manager object itself (threads, extractor) is not built. It runs in batches of
+   ``--manager-batch`` queries (default the manager's ``query_batch``) and in one batch of all queries, each beside
+   FAISS searching the same batches (``/ FAISS`` compares with that, not with row 4);
+
 then closes and reopens the file (the reopen time includes loading the in-memory index) and runs path 1 once more.
-Fast paths (1, 4, 5) report the best of 3 runs, the others one run.
+Fast paths (1, 4, 5, 6) report the best of 3 runs, the others one run.
 Up to ``--hnsw-max`` entries it also reopens the file with ``use_vss=True, index="hnsw"`` (the constructor builds
-the HNSW index over the stored rows; timed) and runs the HNSW path batched and one query at a time; above that the
-HNSW rows are skipped, with the build time measured at the smaller size. Ratios (memory/FAISS, memory/HNSW) are
-throughputs at the same ``k``; they only mean something side by side: timings depend on the machine.
-``python benchmarks/bank_search.py --entries 20000 100000``
+the HNSW index over the stored rows; timed) and runs the HNSW path batched and one query at a time (rows 7, 8);
+above that the HNSW rows are skipped, with the build time measured at the smaller size. Ratios (memory/FAISS,
+memory/HNSW) are throughputs at the same ``k``; they only mean something side by side: timings depend on the
+machine, and on a loaded one FAISS's OpenMP threads lose most (``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1``
+compares one thread with one).
+``python benchmarks/bank_search.py --entries 20000 100000`` (``--manager-only``: rows 4 and 6 alone, a minute)
 """
 
 from __future__ import annotations
@@ -25,12 +35,15 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import faiss
 import numpy as np
 
+from comprl.config import ExperienceConfig, ExperimentConfig
 from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
+from comprl.experience.retrieval import Query, RetrievalPolicy
 
 INSERT_BATCH = 2000
 FAST_REPEATS = 3  # fast paths: best of 3 runs (the table's seconds); slow ones run once
@@ -42,9 +55,19 @@ def unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def no_model(dim: int) -> Embedder:
-    """An embedder that never loads a model: every vector is given explicitly."""
-    return type("NoModel", (Embedder,), {"dim": dim})()
+class Lookup(Embedder):
+    """An embedder that never loads a model: the text ``"q<i>"`` is ``queries[i]``; other vectors are given."""
+
+    def __init__(self, queries: np.ndarray) -> None:
+        super().__init__("lookup")
+        self.queries = queries
+
+    @property
+    def dim(self) -> int:
+        return self.queries.shape[1]
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return self.queries[[int(text[1:]) for text in texts]]
 
 
 def hit_ids(hits: list) -> np.ndarray:
@@ -127,14 +150,48 @@ def one_at_a_time(bank: ExperienceBank, queries: np.ndarray, cap: int) -> tuple[
     return s * len(queries) / m, hit_ids(hits), m
 
 
+def manager_path(bank: ExperienceBank, index: faiss.IndexFlatIP, batch: int) -> str:
+    """Path 6: ``RetrievalPolicy.choose`` over batches of ``batch`` queries beside FAISS over the same batches."""
+    policy = RetrievalPolicy(ExperimentConfig(), bank, clock=time.monotonic, wait_for_distillation=lambda _: False)
+    queries = bank.embedder.queries
+    n, pool = len(queries), policy.config.bank.candidates
+    assert policy.warmed_up("t"), "the bank is below the warm-up size"
+    starts = range(0, n, batch)
+
+    def choose() -> list:
+        return [
+            e
+            for s in starts
+            for e in policy.choose([Query(f"q{i}", "t", i, True, Future()) for i in range(s, min(n, s + batch))])
+        ]
+
+    choose()  # warm-up
+    seconds, chosen = timed(choose, FAST_REPEATS)
+    assert all(chosen), "every query gets an entry"
+    faiss_s, _ = timed(lambda: [index.search(queries[s : s + batch], pool) for s in starts], FAST_REPEATS)
+    return (
+        f"{'6 manager, batches of ' + str(batch):<36}{pool:>4}{seconds:>12.3f}{n / seconds:>12,.0f}"
+        f"{faiss_s / seconds:>8.2f}x   (FAISS IndexFlatIP, same batches: {n / faiss_s:,.0f} queries/s)"
+    )
+
+
 def run(
-    entries: int, n_queries: int, dim: int, seed: int, single_cap: int, hnsw_max: int, folder: Path, notes: dict
+    entries: int,
+    n_queries: int,
+    dim: int,
+    seed: int,
+    single_cap: int,
+    hnsw_max: int,
+    folder: Path,
+    notes: dict,
+    manager_batch: int,
+    manager_only: bool,
 ) -> None:
     rng = np.random.default_rng(seed)
     data = unit(rng, entries, dim)
     queries = unit(rng, n_queries, dim)
     path = folder / f"bank_{entries}.duckdb"
-    embedder = no_model(dim)
+    embedder = Lookup(queries)
     print(f"\n=== {entries:,} entries, {n_queries:,} queries, dim {dim}, seed {seed} ===")
     top1, pools = reference(data, queries)
     table = Table(n_queries, top1, pools)
@@ -147,14 +204,15 @@ def run(
     )
 
     bank.search_vectors(queries[:1], k=POOL)  # warm-up
-    s, hits = timed(lambda: bank.search_vectors(queries, k=POOL), FAST_REPEATS)
-    table.add("1 bank memory, batched", POOL, s, hit_ids(hits))
-    s, hits = timed(lambda: bank.search_vectors(queries, k=1), FAST_REPEATS)
-    table.add("1 bank memory, batched", 1, s, hit_ids(hits))
-    s, ids, m = one_at_a_time(bank, queries, single_cap)
-    table.add(f"2 bank memory, one at a time{' *' if m < n_queries else ''}", POOL, s, ids, m)
-    s, hits = timed(lambda: bank.search_vectors(queries, k=POOL, exact=True))
-    table.add("3 bank exact SQL, batched", POOL, s, hit_ids(hits))
+    if not manager_only:
+        s, hits = timed(lambda: bank.search_vectors(queries, k=POOL), FAST_REPEATS)
+        table.add("1 bank memory, batched", POOL, s, hit_ids(hits))
+        s, hits = timed(lambda: bank.search_vectors(queries, k=1), FAST_REPEATS)
+        table.add("1 bank memory, batched", 1, s, hit_ids(hits))
+        s, ids, m = one_at_a_time(bank, queries, single_cap)
+        table.add(f"2 bank memory, one at a time{' *' if m < n_queries else ''}", POOL, s, ids, m)
+        s, hits = timed(lambda: bank.search_vectors(queries, k=POOL, exact=True))
+        table.add("3 bank exact SQL, batched", POOL, s, hit_ids(hits))
 
     index = faiss.IndexFlatIP(dim)
     index.add(data)
@@ -163,6 +221,12 @@ def run(
     for k in (POOL, 1):
         s, (_, found) = timed(lambda: index.search(queries, k), FAST_REPEATS)
         faiss_rate[k] = table.add("4 FAISS IndexFlatIP", k, s, found + 1)
+    managed = [manager_path(bank, index, batch) for batch in dict.fromkeys((manager_batch, n_queries))]
+    if manager_only:
+        bank.close()
+        table.print(faiss_rate)
+        print("\n".join(managed))
+        return
     np.argmax(queries[:8] @ data.T, axis=1)  # warm-up
     s, best = timed(lambda: np.argmax(queries @ data.T, axis=1), FAST_REPEATS)
     table.add("5 numpy matmul + argmax", 1, s, best[:, None] + 1)
@@ -184,11 +248,12 @@ def run(
         print(f"HNSW: reopen with use_vss=True builds the index over the {entries:,} stored rows: {build_s:.1f} s")
         bank.search_vectors(queries[:1], k=POOL)  # warm-up
         s, hits = timed(lambda: bank.search_vectors(queries, k=POOL))
-        hnsw = table.add("6 bank HNSW, batched", POOL, s, hit_ids(hits))
+        hnsw = table.add("7 bank HNSW, batched", POOL, s, hit_ids(hits))
         s, ids, m = one_at_a_time(bank, queries, single_cap)
-        table.add(f"7 bank HNSW, one at a time{' *' if m < n_queries else ''}", POOL, s, ids, m)
+        table.add(f"8 bank HNSW, one at a time{' *' if m < n_queries else ''}", POOL, s, ids, m)
         bank.close()
     table.print(faiss_rate)
+    print("\n".join(managed))
     memory = table.rate("1 bank memory, batched", POOL)
     print(
         f"memory index, {n_queries:,} queries in one call: {n_queries / memory:.3f} s at k={POOL}; "
@@ -217,12 +282,30 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--single-cap", type=int, default=128, help="most queries timed one at a time (then scaled)")
     parser.add_argument("--hnsw-max", type=int, default=20_000, help="largest bank whose HNSW index is built and timed")
+    parser.add_argument(
+        "--manager-batch",
+        type=int,
+        default=ExperienceConfig().query_batch,
+        help="queries per RetrievalPolicy.choose call in path 6 (default: the manager's query_batch)",
+    )
+    parser.add_argument("--manager-only", action="store_true", help="time paths 4 (FAISS) and 6 (the manager) only")
     args = parser.parse_args()
     print(f"faiss {faiss.__version__}, {faiss.omp_get_max_threads()} OpenMP threads; numpy {np.__version__}")
     notes: dict = {}
     with tempfile.TemporaryDirectory() as folder:
         for entries in sorted(args.entries):
-            run(entries, args.queries, args.dim, args.seed, args.single_cap, args.hnsw_max, Path(folder), notes)
+            run(
+                entries,
+                args.queries,
+                args.dim,
+                args.seed,
+                args.single_cap,
+                args.hnsw_max,
+                Path(folder),
+                notes,
+                args.manager_batch,
+                args.manager_only,
+            )
 
 
 if __name__ == "__main__":

@@ -3,16 +3,19 @@ kind of write, failed writes, reopening the file, and concurrent writers and rea
 
 from __future__ import annotations
 
+import math
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
-from comprl.experience.bank import BankWriteError, Embedder, ExperienceBank, NewEntry, Write
+from comprl.config import make_config
+from comprl.experience.bank import BankWriteError, Embedder, ExperienceBank, Hit, NewEntry, Write
 from comprl.experience.bank.store import SEARCH_INDEXES
 from comprl.experience.bank import index as memory_index
 from comprl.experience.bank.index import MemoryIndex, _top_k
+from comprl.experience.retrieval import Query, RetrievalPolicy
 
 DIM = 64
 TASKS = (None, "a", "b", "c", "nobody")
@@ -394,3 +397,102 @@ def test_top_k_selection_equals_a_full_stable_sort():
         want = np.argsort(-scores, axis=1, kind="stable")[:, :k]
         assert cols.tolist() == want.tolist(), (n, width, k)
         assert values.tolist() == np.take_along_axis(scores, want, 1).tolist()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The manager's batched path: candidate pools and the re-ranking
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class Lookup(Embedder):
+    """Query ``"q<i>"`` embeds to ``queries[i]``."""
+
+    dim = DIM
+
+    def __init__(self, queries: np.ndarray) -> None:
+        super().__init__("lookup")
+        self.queries = queries
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return self.queries[[int(text[1:]) for text in texts]]
+
+
+class QueryByQuery:
+    """The re-ranking written plainly, one query after another (its own retrieval counts, times and dropout)."""
+
+    def __init__(self, policy: RetrievalPolicy) -> None:
+        self.bank = policy.config.bank
+        self.rng = np.random.default_rng([policy.config.seed, 7])
+        self.last: dict[int, float] = {}
+        self.counts: dict[int, int] = {}
+
+    def choose(self, records: list[bool], pools: list[list[Hit]], now: float) -> list[int | None]:
+        bank, shown, chosen = self.bank, set(), []
+        for record, hits in zip(records, pools):
+            if not hits:
+                chosen.append(None)
+                continue
+            if bank.rerank == "batch":
+                scores = [
+                    h.score - bank.diversity_lambda * math.log1p(h.entry.uses) - (h.entry.id in shown) for h in hits
+                ]
+                recent = [False] * len(hits)
+            else:
+                counts = [self.counts.setdefault(h.entry.id, h.entry.uses) for h in hits]
+                recent = [record and now - self.last.get(h.entry.id, -math.inf) <= bank.recent_seconds for h in hits]
+                scores = [
+                    -rank - bank.diversity_lambda * math.log1p(c) - r for rank, (c, r) in enumerate(zip(counts, recent))
+                ]
+            order = sorted(range(len(hits)), key=lambda i: -scores[i])
+            if recent[order[0]] and len(order) > 1 and self.rng.random() < bank.dropout:
+                order = order[1:] + order[:1]
+            entry = hits[order[0]].entry
+            chosen.append(entry.id)
+            shown.add(entry.id)
+            if record:
+                self.last[entry.id] = now
+                self.counts[entry.id] = self.counts.get(entry.id, entry.uses) + 1
+        return chosen
+
+
+@pytest.mark.parametrize("rerank", ["official", "batch"])
+def test_batched_pools_and_reranking_equal_a_numpy_and_query_by_query_reference(rerank):
+    """``RetrievalPolicy.choose``: each query's 16 candidates are numpy's exact top 16 within its task, and the
+    entry shown is the one a query-by-query re-ranking picks, through batches whose pools overlap (few distinct
+    directions, so ties and repeats everywhere), windows that open and close, and dropout draws."""
+    rng = np.random.default_rng(11)
+    directions = unit_vectors(rng, 12)
+    queries = directions[rng.integers(12, size=600)] + 0.05 * unit_vectors(rng, 600)
+    now = [0.0]
+    overrides = {"bank.rerank": rerank, "bank.recent_seconds": 5.0, "experience.warmup": 0}
+    with ExperienceBank(None, Lookup(queries), use_vss=False) as bank:
+        policy = RetrievalPolicy(
+            make_config("smoke", **overrides), bank, clock=lambda: now[0], wait_for_distillation=lambda _: False
+        )
+        plain = QueryByQuery(policy)
+        store: dict[int, tuple[str, np.ndarray]] = {}
+        asked = 0
+        for round_ in range(25):
+            task = ["x", "y"][round_ % 2]
+            vectors = directions[rng.integers(12, size=int(rng.integers(1, 30)))]
+            ids = bank.apply(
+                [add(f"e{round_}-{j}") for j in range(len(vectors))], step=round_, task=task, embeddings=vectors
+            )
+            store.update(zip(ids, ((task, v) for v in vectors)))
+            bank.record_uses(rng.choice(sorted(store), size=5).tolist(), [True] * 5, step=round_)
+            size = int(rng.integers(1, 40))
+            batch = [
+                Query(f"q{i}", ["x", "y", "z"][i % 3], i, bool(rng.random() < 0.8), Future())
+                for i in range(asked, asked + size)
+            ]
+            pools = [
+                bank.search_vectors(queries[i : i + 1], k=16, task=q.task)[0]
+                for i, q in zip(range(asked, asked + size), batch)
+            ]
+            for q, hits, i in zip(batch, pools, range(asked, asked + size)):
+                assert [h.entry.id for h in hits] == reference(store, queries[i : i + 1], 16, q.task)[0]
+            want = plain.choose([q.record for q in batch], pools, now[0])
+            assert [None if e is None else e.id for e in policy.choose(batch)] == want, round_
+            asked += size
+            now[0] += float(rng.choice([0.0, 2.0, 10.0]))
+        assert policy.state_dict()["counts"] == plain.counts

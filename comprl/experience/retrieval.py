@@ -98,36 +98,60 @@ class RetrievalPolicy:
             return self._rerank(batch, pools)
 
     def _rerank(self, batch: list[Query], pools: list[list[Hit]]) -> list[Entry | None]:
-        """Pick one entry per query from its candidate pool (``BankConfig.rerank``; callers hold ``_lock``)."""
+        """Pick one entry per query from its candidate pool (``BankConfig.rerank``; callers hold ``_lock``).
+
+        The batch's scores are one ``[queries, candidates]`` matrix (-inf where a pool is short). Queries are
+        answered in order, each taking its first best candidate (as a stable sort by descending score would);
+        a choice changes the scores of later queries only where their pools hold the chosen entry (it has been
+        shown, and with ``record`` retrieved once more and recently), so only those places are recomputed.
+        """
         bank = self.config.bank
+        lam = bank.diversity_lambda
+        official = bank.rerank == "official"
         now = self._clock()
+        width = max(map(len, pools), default=0)
+        if not width:
+            return [None] * len(batch)
+        sizes = np.array([len(hits) for hits in pools])
+        filled = np.arange(width) < sizes[:, None]
+        ids = np.full((len(batch), width), -1, dtype=np.int64)
+        ids[filled] = [h.entry.id for hits in pools for h in hits]
+        entries = {h.entry.id: h.entry for hits in pools for h in hits}
+        scores = np.full((len(batch), width), -math.inf)
+        recent = np.zeros((len(batch), width), dtype=bool)
+        if official:  # -rank - lambda*log1p(retrievals) - 1[retrieved within the window, by a training search]
+            counts = [self._retrievals.setdefault(h.entry.id, h.entry.uses) for hits in pools for h in hits]
+            recent[filled] = [
+                query.record and now - self._last_retrieved.get(h.entry.id, -math.inf) <= bank.recent_seconds
+                for query, hits in zip(batch, pools)
+                for h in hits
+            ]
+            scores[filled] = -np.nonzero(filled)[1] - np.array([lam * math.log1p(c) for c in counts])
+            scores -= recent
+        else:  # similarity - lambda*log1p(uses) - 1[shown to an earlier query of the batch]
+            scores[filled] = [h.score - lam * math.log1p(h.entry.uses) for hits in pools for h in hits]
         shown: set[int] = set()
         chosen: list[Entry | None] = []
-        for query, hits in zip(batch, pools):
-            if not hits:
+        for i, query in enumerate(batch):
+            if not sizes[i]:
                 chosen.append(None)
                 continue
-            if bank.rerank == "batch":
-                popularity = [bank.diversity_lambda * math.log1p(h.entry.uses) for h in hits]
-                scores = [h.score - p - (h.entry.id in shown) for h, p in zip(hits, popularity)]
-                order = sorted(range(len(hits)), key=lambda i: -scores[i])
-            else:
-                counts = [self._retrievals.setdefault(h.entry.id, h.entry.uses) for h in hits]
-                popularity = [bank.diversity_lambda * math.log1p(c) for c in counts]
-                recent = [
-                    query.record and now - self._last_retrieved.get(h.entry.id, -math.inf) <= bank.recent_seconds
-                    for h in hits
-                ]
-                scores = [-rank - p - r for rank, (p, r) in enumerate(zip(popularity, recent))]
-                order = sorted(range(len(hits)), key=lambda i: -scores[i])
-                if recent[order[0]] and len(order) > 1 and self._rng.random() < bank.dropout:
-                    order = order[1:] + order[:1]
-            entry = hits[order[0]].entry
+            best = int(scores[i].argmax())  # the first maximum
+            if recent[i, best] and sizes[i] > 1 and self._rng.random() < bank.dropout:
+                best = int(np.where(np.arange(width) == best, -math.inf, scores[i]).argmax())  # the top goes last
+            entry = entries[int(ids[i, best])]
             chosen.append(entry)
+            rows, cols = np.nonzero(ids[i + 1 :] == entry.id)
+            rows += i + 1
+            if not official and entry.id not in shown:
+                scores[rows, cols] -= 1
             shown.add(entry.id)
             if query.record:
                 self._last_retrieved[entry.id] = now
-                self._retrievals[entry.id] = self._retrievals.get(entry.id, entry.uses) + 1
+                count = self._retrievals[entry.id] = self._retrievals.get(entry.id, entry.uses) + 1
+                if official and len(rows):
+                    recent[rows, cols] = [batch[r].record and 0.0 <= bank.recent_seconds for r in rows.tolist()]
+                    scores[rows, cols] = -cols - lam * math.log1p(count) - recent[rows, cols]
         return chosen
 
     def _entry_origins(self) -> dict[int, frozenset[int]]:

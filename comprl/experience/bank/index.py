@@ -1,7 +1,9 @@
 """An exact in-memory nearest-neighbour index for the experience bank's live entries.
 
-:class:`MemoryIndex` keeps one block of L2-normalised float32 vectors per task, rows in ascending id order, so a
-search within one task scans only that task's rows and a search over all tasks merges the per-task answers.
+:class:`MemoryIndex` keeps one block of L2-normalised float32 vectors per task, in ascending id order, so a
+search within one task scans only that task's vectors and a search over all tasks merges the per-task answers.
+A block holds its vectors as the columns of one ``[dim, capacity]`` matrix: OpenBLAS streams that layout
+faster than rows (``queries @ rows.T``) in the product with a small batch of queries, to the same scores.
 Similarity is the inner product of normalised vectors (cosine); equal similarities go to the lower id, as in the
 bank's exact SQL search. (Within a task ties are exact; the same vector stored under two tasks may score
 differently in the last bit, since two matrix products may round differently, so across tasks such twins come in
@@ -105,7 +107,8 @@ def _top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Block:
-    """One task's entries: ids ascending, their normalised vectors, and which rows are still live.
+    """One task's entries: ids ascending, their normalised vectors (the columns of ``vectors``, ``[dim,
+    capacity]``), and which rows (entries, i.e. columns of ``vectors``) are still live.
 
     Arrays have spare capacity (a multiple of :data:`_GROUP` rows), so appends are amortised and a search can pad
     its width to a whole number of groups without copying (the padding rows' scores are masked like dead rows').
@@ -113,7 +116,7 @@ class _Block:
 
     def __init__(self, dim: int) -> None:
         self.ids = np.empty(0, dtype=np.int64)
-        self.vectors = np.zeros((0, dim), dtype=np.float32)
+        self.vectors = np.zeros((dim, 0), dtype=np.float32)
         self.live = np.zeros(0, dtype=bool)
         self.count = 0  # rows in use, dead ones included
         self.dead = np.empty(0, dtype=np.intp)  # rows in use whose entry was removed
@@ -131,14 +134,14 @@ class _Block:
         if end > len(self.ids):
             capacity = -(-max(end, 2 * len(self.ids)) // _GROUP) * _GROUP
             grown_ids = np.empty(capacity, dtype=np.int64)
-            grown_vectors = np.zeros((capacity, self.vectors.shape[1]), dtype=np.float32)
+            grown_vectors = np.zeros((self.vectors.shape[0], capacity), dtype=np.float32)
             grown_live = np.zeros(capacity, dtype=bool)
             grown_ids[: self.count] = self.ids[: self.count]
-            grown_vectors[: self.count] = self.vectors[: self.count]
+            grown_vectors[:, : self.count] = self.vectors[:, : self.count]
             grown_live[: self.count] = self.live[: self.count]
             self.ids, self.vectors, self.live = grown_ids, grown_vectors, grown_live
         self.ids[self.count : end] = ids
-        self.vectors[self.count : end] = vectors
+        self.vectors[:, self.count : end] = vectors.T
         self.live[self.count : end] = True
         self.count = end
 
@@ -151,7 +154,7 @@ class _Block:
         keep = np.flatnonzero(self.live[: self.count])
         kept = len(keep)
         self.ids[:kept] = self.ids[keep]
-        self.vectors[:kept] = self.vectors[keep]
+        self.vectors[:, :kept] = self.vectors[:, keep]
         self.live[:kept] = True
         self.live[kept : self.count] = False
         self.count = kept
@@ -172,7 +175,7 @@ class _Block:
             for left in range(0, self.count, tile):
                 right = min(left + tile, width)
                 scores = buffer[: len(part) * (right - left)].reshape(len(part), right - left)
-                np.matmul(part, self.vectors[left:right].T, out=scores)
+                np.matmul(part, self.vectors[:, left:right], out=scores)
                 scores[:, self.count - left :] = -np.inf  # padding
                 dead = self.dead[(self.dead >= left) & (self.dead < right)] - left
                 scores[:, dead] = -np.inf
