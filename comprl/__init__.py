@@ -13,6 +13,10 @@ The public API the notebooks use::
 import importlib
 from typing import Any
 
+from comprl.threads import wait_passively
+
+wait_passively()  # before anything loads torch: OpenMP reads its settings once (comprl/threads.py)
+
 __version__ = "0.1.0"
 
 _EXPORTS = {

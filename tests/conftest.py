@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import comprl  # noqa: F401  before torch: sets how OpenMP threads wait (comprl/threads.py)
 import gymnasium as gym
 import pytest
 import torch
