@@ -179,8 +179,8 @@ def _write_atomically(path: Path, text: str) -> None:
 
 def _bar(envs: Mapping[str, Sequence[gymnasium.Env]], config: ExperimentConfig, passes: int, progress: bool):
     """A progress bar over the episodes of ``passes`` evaluation passes, with its ETA."""
+    total = passes * len(envs) * config.eval_episodes
     return console.progress(
-        total=passes * len(envs) * config.eval_episodes, desc="evaluation", unit="episode", disable=not progress,
-        leave=False,
+        total=total, desc="evaluation", unit="episode", disable=not progress or not total, leave=False
     )
 
