@@ -19,17 +19,6 @@ ROOM = "comprl/Room-Ultimate-5x5-v0"
 CONSTRAINED = RolloutConfig(max_new_tokens=16, temperature=1.0, constrained_actions=True)
 
 
-@pytest.fixture(scope="module")
-def sharp():
-    """tiny-random with its matrices scaled up, so that its replies vary with the context."""
-    model, tokenizer = load_model("tiny-random", seed=0)
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.ndim == 2:
-                param.mul_(4.0)
-    return model, tokenizer
-
-
 def _rollout(engine, config=CONSTRAINED, n=6, seed=0):
     envs = [make(ROOM, max_turns=3) for _ in range(n)]
     torch.manual_seed(seed)

@@ -13,18 +13,6 @@ from comprl.llm import HFEngine, SamplingParams, load_model
 pytestmark = pytest.mark.filterwarnings("error:`past_key_values`:FutureWarning")
 
 
-@pytest.fixture(scope="module")
-def sharp():
-    """tiny-random with its matrices scaled up: its greedy replies vary with the context (at scale 1 they are
-    all newlines), so equal completions say something."""
-    model, tokenizer = load_model("tiny-random", seed=0)
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.ndim == 2:
-                param.mul_(6.0)
-    return model, tokenizer
-
-
 USERS = ["Go north.", "The stairs are far to the southeast of the room you are standing in now, past a fountain.", "Hi"]
 
 
