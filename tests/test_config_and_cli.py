@@ -117,7 +117,7 @@ def test_configs_recorded_before_the_generation_adapter_dtype_load_as_they_ran_a
         del recorded[part]["generation_adapter_dtype"]
     config = ExperimentConfig.from_dict(recorded)  # those runs generated through peft's float32 adapters
     assert (config.actor.generation_adapter_dtype, config.extractor.generation_adapter_dtype) == ("float32", "float32")
-    assert make_config("cpu").actor.generation_adapter_dtype == "model"
+    assert make_config("cpu").actor.generation_adapter_dtype == "merged"
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "config.json").write_text(json.dumps(recorded))
     with pytest.raises(ValueError, match="cannot resume.*generation_adapter_dtype"):

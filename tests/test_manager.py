@@ -287,7 +287,7 @@ def test_a_run_whose_extractor_shares_the_actors_base_logs_what_a_run_with_two_c
                     "extractor.invalid_reward": None,
                 }
             ),
-            tmp_path / "runs",
+            tmp_path / f"runs_{share}",  # folders of their own: each plays its step-0 evaluation
             name=f"share_{share}",
             progress=False,
         )
