@@ -30,7 +30,7 @@ import torch
 
 import comprl
 from comprl import console
-from comprl.actor.rollout import Trajectory, retrieval_query, run_episodes, summarize
+from comprl.actor.rollout import Trajectory, env_id, retrieval_query, run_episodes, summarize
 from comprl.config import ExperimentConfig
 from comprl.envs.base import EVAL_SEED_OFFSET  # evaluation plays seeds EVAL_SEED_OFFSET + i
 from comprl.envs.mixture import task_name
@@ -97,9 +97,7 @@ def evaluation_rows(
         if found is not None:
             if free is None and len(gated) == len(envs):  # read rows, a bank that answers nothing: the same rows
                 guided = {k: v for k, v in metrics.items() if k != "eval_shared"}
-            elif free is None and gated:  # read rows, but some tasks need a guided pass: play the rest unguided
-                guided = task_metrics(_play(engine, envs, config, found, None, bar))
-            else:
+            else:  # with rows read, not played, a gated task among answered ones is played again, unguided
                 guided = task_metrics(_play(engine, envs, config, found, free, bar))
             metrics.update({f"guided_{k}": v for k, v in guided.items() if not k.endswith("episodes")})
             metrics["guided_eval_gated"] = float(len(gated))
@@ -134,7 +132,7 @@ def _play(
     for task, task_envs in envs.items():
         entries = None if found is None else found[task]
         if found is not None and entries is None and free is not None:
-            trajectories += [t for t in free if t.env_id == _env_id(task_envs)]
+            trajectories += [t for t in free if t.env_id == env_id(task_envs[0])]
             bar.update(len(seeds))
             continue
         for index, start in enumerate(range(0, len(seeds), len(task_envs))):
@@ -148,11 +146,6 @@ def _play(
                 )
             bar.update(len(chunk))
     return trajectories
-
-
-def _env_id(task_envs: Sequence[gymnasium.Env]) -> str:
-    env = task_envs[0]
-    return env.spec.id if env.spec else type(env).__name__
 
 
 def _chunk_seed(seed: int, task: str, index: int) -> int:

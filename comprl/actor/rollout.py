@@ -102,6 +102,11 @@ def system_prompt(instruction: str, experience: str | None = None, search_uses: 
     return "\n\n".join(parts)
 
 
+def env_id(env: gym.Env) -> str:
+    """The id an episode of ``env`` is recorded under: its registered id, else its class name."""
+    return env.spec.id if env.spec else type(env).__name__
+
+
 def retrieval_query(observation: str, info: dict) -> str:
     """What a guided episode asks the bank: its instruction and its first observation."""
     return f"{info['instruction']}\n{observation}"
@@ -295,7 +300,7 @@ class _Context:
         text = None if entry is None else entry.text
         system = system_prompt(info["instruction"], text if show_entry else None, self.search_uses)
         traj = Trajectory(
-            env.spec.id if env.spec else type(env).__name__, seed, group, guided, text,
+            env_id(env), seed, group, guided, text,
             () if entry is None else (int(entry.id),), info["instruction"], index,
             temperature=self.sampling.logprob_temperature,
         )

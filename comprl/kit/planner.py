@@ -429,9 +429,9 @@ BUDGET_ASSUMPTIONS = (
     "entries), embedding and search (paper: <= ~1 s per step)",
     "evaluation: eval_episodes episodes per task and pass, shaped like the rollouts' (replies at the cap whatever "
     "eval_temperature; no search_and_ask), a guided one showing one entry; the passes comprl.evaluation plays "
-    "(eval_passes): at step 0 the free pass once per notebook folder and evaluation key, the guided pass where "
-    "bank.init_from fills the bank, or, the bank empty, played unguided where the free rows were read, not played; "
-    "after the last step a free pass and, with experience, a guided one (the bank then answers)",
+    "(eval_passes): at step 0 the free pass once per notebook folder and evaluation key, the guided pass only where "
+    "bank.init_from fills the bank (an empty bank's guided rows are the free ones); after the last step a free pass "
+    "and, with experience, a guided one (the bank then answers)",
     "a notebook's runs go one after another (with --jobs, two runs of one evaluation key that start together both "
     "play its step-0 free pass)",
 )

@@ -46,9 +46,8 @@ class Decoded:
     logprobs: torch.Tensor
     """``[batch, steps]`` behaviour log-probs (float32), renormalised over the allowed set where one applied."""
     cache: DynamicCache
-    """The KV cache: the prompt's ``width`` columns, then the first ``processed`` generated tokens."""
-    processed: int
-    """Generated tokens whose keys/values are in ``cache`` (the last sampled and any trailing forced are not)."""
+    """The KV cache: the prompt's ``width`` columns, then the generated tokens fed back so far (the last sampled and
+    any trailing forced ones are not)."""
     forward_passes: int
     """Forward passes run, the prompt's included."""
     shared_prompt_tokens: int
@@ -102,7 +101,7 @@ def decode(
         stopped: whether a row's generated tokens so far complete a stop string.
         jump_forward: skip forward passes while every unfinished row's next token is forced.
     """
-    batch, width = input_ids.shape
+    batch = input_ids.shape[0]
     device = input_ids.device
     choices = list(choices) if choices is not None else [None] * batch
     cache = DynamicCache() if cache is None else cache
@@ -164,8 +163,7 @@ def decode(
         if all(finished):
             tokens, logprobs = tokens[:, : step + 1], logprobs[:, : step + 1]
             break
-    processed = max(cache.get_seq_length() - width, 0)
-    return Decoded(tokens, logprobs, cache, processed, passes, shared_tokens, fed_tokens)
+    return Decoded(tokens, logprobs, cache, passes, shared_tokens, fed_tokens)
 
 
 def _sample(
