@@ -11,7 +11,10 @@ the CPU multiplies bfloat16 natively, adapters made non-zero as after training. 
   cpu reference runs were sampled on; ``generation_adapter_dtype="float32"``, ``jump_forward=False``);
 - ``model_dtype_adapters``: adapters cast to bfloat16 for the call (``"model"``), every pass;
 - ``merged``: a generation copy with the adapters merged into its weights (``"merged"``), every pass;
-- ``merged_jump_forward``: merged, and no forward pass while every row's next token is forced (the default).
+- ``merged_jump_forward``: merged, and no forward pass while every row's next token is forced;
+- ``merged_jf_shared_prefix``: and a prompt prefix several distinct prompts share (the system prompt and the
+  instructions of every first turn) prefilled once and kept for the step (the default). The first four arms run
+  without it (``shared_prefix=False``).
 
 A rollout's *processed* tokens are those its forward passes computed (the engine's ``computed_tokens``: uncached
 prompt suffixes and generated tokens fed back). ``raw`` is the base model's plain batched forward pass (no
@@ -56,12 +59,16 @@ def main() -> None:
     envs = config.mixture().make_envs(config.env_id, config.batch_instances * config.group_size)
     groups = [row // config.group_size for row in range(len(envs))]
     arms = {
-        "float32_adapters": ("float32", False),
-        "model_dtype_adapters": ("model", False),
-        "merged": ("merged", False),
-        "merged_jump_forward": ("merged", True),
+        "float32_adapters": ("float32", False, False),
+        "model_dtype_adapters": ("model", False, False),
+        "merged": ("merged", False, False),
+        "merged_jump_forward": ("merged", True, False),
+        "merged_jf_shared_prefix": ("merged", True, True),
     }
-    engines = {name: HFEngine(actor.model, tokenizer, adapter_dtype=d, jump_forward=j) for name, (d, j) in arms.items()}
+    engines = {
+        name: HFEngine(actor.model, tokenizer, adapter_dtype=d, jump_forward=j, shared_prefix=p)
+        for name, (d, j, p) in arms.items()
+    }
 
     def raw_rate() -> float:
         ids = torch.randint(0, tokenizer.vocab_size, (len(envs), args.raw_tokens))
@@ -78,6 +85,7 @@ def main() -> None:
     for _ in range(args.rounds):
         raw = max(raw, raw_rate())
         for name, engine in engines.items():
+            engine.clear_cache()  # each round starts cold, as a training step does after sync_weights
             before = dict(engine.stats)
             torch.manual_seed(1)
             started = time.perf_counter()
@@ -113,7 +121,7 @@ def main() -> None:
         mean, worst = gap(played)
         rate = computed / took
         print(
-            f"  {name:22s} {took:6.1f} s  {rate:6.0f} tok/s  x{rate / raw:.2f} of raw  x{base / took:.2f} speed of "
+            f"  {name:24s} {took:6.1f} s  {rate:6.0f} tok/s  x{rate / raw:.2f} of raw  x{base / took:.2f} speed of "
             f"float32_adapters  {passes:4.0f} passes  gap {mean:.3f} / {worst:.3f}"
         )
 

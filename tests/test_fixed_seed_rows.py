@@ -7,7 +7,9 @@ same episodes, the same updates, the same bank).
 - Both were first recorded before the layout issue moved the package (32bd900, 0af8612) and passed after it. They
   were recorded again when evaluation got random streams of its own (the speed issue), the one intended change of
   behaviour then; with evaluation off, the runs of that commit logged the rows of 101ae97, the layout's last commit
-  (the prompt tokens an identical prompt's prefill serves aside, now counted as reused).
+  (the prompt tokens an identical prompt's prefill serves aside, now counted as reused). Their
+  ``processed_tokens`` were recorded again when the engine began to prefill a shared prompt prefix once (every
+  other column unchanged).
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from conftest import pack
@@ -16,9 +18,16 @@ pytestmark = pytest.mark.filterwarnings("error:`past_key_values`:FutureWarning")
 USERS = ["Go north.", "The stairs are far to the southeast of the room you are standing in now, past a fountain.", "Hi"]
 
 
-def _first_prompts(tokenizer) -> list[list[int]]:
+LONG_SYSTEM = (
+    "You play a text game on a grid. Each turn you read what you see and answer with one move inside answer tags: "
+    "north, south, east or west. Reach the stairs down to win; walls and dark squares block your way."
+)
+"""A system prompt longer than SHARED_PREFIX_MIN tokens: prompts that start with it share a prefix."""
+
+
+def _first_prompts(tokenizer, system: str = "You play a game.") -> list[list[int]]:
     fmt = ChatFormat.from_tokenizer(tokenizer)
-    prompts = [fmt.start("You play a game.", text) for text in USERS]
+    prompts = [fmt.start(system, text) for text in USERS]
     assert len({len(p) for p in prompts}) == 3
     return prompts
 
@@ -28,10 +37,12 @@ def _observation(turn: int, session: int) -> str:
     return " ".join(["You see a wall to the east."] * (1 + (turn + 2 * session) % 4)) + f" Turn {turn}."
 
 
-def _play(engine: HFEngine, params: SamplingParams, turns: int, use_sessions: bool, seed: int = 0):
+def _play(
+    engine: HFEngine, params: SamplingParams, turns: int, use_sessions: bool, seed: int = 0, prompts=None
+):
     """Multi-turn lockstep play like comprl.actor.rollout: prompt + reply + next observation each turn."""
     fmt = ChatFormat.from_tokenizer(engine.tokenizer)
-    prompts = _first_prompts(engine.tokenizer)
+    prompts = _first_prompts(engine.tokenizer) if prompts is None else prompts
     sessions = [f"episode-{i}" for i in range(len(prompts))] if use_sessions else None
     history = []
     torch.manual_seed(seed)
@@ -194,3 +205,59 @@ def test_lora_model_with_cache_and_sync_after_a_weight_update():
     new_kv = [c.logprobs for c in plain.generate(nxt, params)]
     assert max(abs(a[0] - b[0]) for a, b in zip(old_kv, new_kv)) > 1e-3  # stale keys/values change the result
     _assert_same([(nxt, plain.generate(nxt, params))], [(nxt, cached.generate(nxt, params, sessions=[0, 1, 2]))])
+
+
+def _group_prompts(tokenizer) -> list[list[int]]:
+    """Two tasks' first turns as a mixture batch holds them: two long system prompts, each with three distinct
+    user turns, each prompt twice (a GRPO group's rollouts)."""
+    other = LONG_SYSTEM.replace("text game on a grid", "puzzle game in a warehouse").replace("stairs down", "goal")
+    distinct = _first_prompts(tokenizer, LONG_SYSTEM) + _first_prompts(tokenizer, other)
+    return [prompt for prompt in distinct for _ in range(2)]
+
+
+def test_a_shared_prefix_is_prefilled_once_per_task_and_kept_until_the_weights_change(sharp):
+    from comprl.llm.engine import SHARED_PREFIX_MIN
+
+    model, tokenizer = sharp
+    prompts = _group_prompts(tokenizer)
+    off, on = HFEngine(model, tokenizer, shared_prefix=False), HFEngine(model, tokenizer)
+    params = SamplingParams(max_new_tokens=8, temperature=0)
+    _assert_same([(prompts, off.generate(prompts, params))], [(prompts, on.generate(prompts, params))])
+
+    # One kept prefix per system prompt: the longest common prefix of its three user turns.
+    commons = [os.path.commonprefix(prompts[begin : begin + 6 : 2]) for begin in (0, 6)]
+    assert sorted(on._shared) == sorted(tuple(c) for c in commons)
+    assert all(len(c) > SHARED_PREFIX_MIN for c in commons)
+    # Identical rows are prefilled once with or without it. Every distinct prompt computes the batch's longest
+    # suffix past its prefix, and the prefixes are computed once.
+    distinct = prompts[::2]
+    fresh = max(len(p) - len(commons[i // 3]) for i, p in enumerate(distinct))
+    saved = sum(max(len(p) - fresh, 0) for p in distinct) - sum(map(len, commons))
+    assert saved > 0
+    assert off.stats["computed_tokens"] - on.stats["computed_tokens"] == saved
+    assert on.stats["forward_passes"] == off.stats["forward_passes"] + 1  # the prefixes' own pass
+
+    # A later call reuses them (no extra pass); an in-place update of the weights drops them.
+    passes = dict(on=on.stats["forward_passes"], off=off.stats["forward_passes"])
+    on.generate(prompts[:2], params)
+    off.generate(prompts[:2], params)
+    assert on.stats["forward_passes"] - passes["on"] == off.stats["forward_passes"] - passes["off"]
+    kept = dict(on._shared)
+    on.generate(prompts, params)
+    assert on._shared.keys() == kept.keys() and all(on._shared[k] is kept[k] for k in kept)
+    with torch.no_grad():
+        model.model.norm.weight.add_(0.0)  # bumps the tensor's version, as an optimiser step does
+    on.generate(prompts, params)
+    assert on._shared.keys() == kept.keys() and all(on._shared[k] is not kept[k] for k in kept)
+
+
+def test_multi_turn_sampling_with_shared_prefixes_matches_without(sharp, assert_logprobs_match_fresh_pass):
+    """Turn 1 starts from shared prefixes; later turns mix sessions' kept prefixes with them."""
+    model, tokenizer = sharp
+    prompts = _group_prompts(tokenizer)
+    params = SamplingParams(max_new_tokens=10, temperature=0.7)
+    expected = _play(HFEngine(model, tokenizer, shared_prefix=False), params, 3, True, seed=3, prompts=prompts)
+    got = _play(HFEngine(model, tokenizer), params, 3, True, seed=3, prompts=prompts)
+    _assert_same(expected, got)
+    sequences = [s for turn_prompts, completions in got for s in pack(turn_prompts, completions)]
+    assert_logprobs_match_fresh_pass(model, tokenizer.pad_token_id, sequences, 0.7)

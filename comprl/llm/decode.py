@@ -11,7 +11,7 @@ cannot do:
   skipped only when *all* rows are forced; the sampled tokens' distributions and log-probs are unchanged, only the
   random stream moves on fewer draws.
 * **One prefill for a group's shared prompt.** Rows with identical prompts (a GRPO group's first turn, when no
-  kept prefix serves them) are prefilled once and their keys/values copied to every row of the group.
+  session's kept prefix serves them) are prefilled once and their keys/values copied to every row of the group.
 * **Behaviour log-probs as it samples.** Each step's log-prob is taken from that step's logits, so no
   ``[batch, steps, vocabulary]`` tensor of all logits is kept.
 
@@ -87,6 +87,7 @@ def decode(
     pad_id: int,
     stopped: Callable[[list[int]], bool],
     jump_forward: bool = True,
+    cache_alike: bool = True,
 ) -> Decoded:
     """Sample up to ``max_new_tokens`` tokens for each row of a left-padded batch.
 
@@ -100,6 +101,8 @@ def decode(
         eos_id, pad_id: the end token, and the pad that follows a finished row.
         stopped: whether a row's generated tokens so far complete a stop string.
         jump_forward: skip forward passes while every unfinished row's next token is forced.
+        cache_alike: rows with identical ``input_ids`` hold identical ``cache`` columns (true without a cache, or
+            when every row's cached columns come from one shared prefix), so identical rows may be prefilled once.
     """
     batch = input_ids.shape[0]
     device = input_ids.device
@@ -125,14 +128,16 @@ def decode(
             step_logprobs = [0.0] * batch
         else:
             fed, row_mask, shared = pending, mask, None
-            if passes == 0 and start == 0:  # no kept prefix: rows with the same prompt are prefilled once
-                keys = [tuple(row.tolist()) for row in pending]
+            if passes == 0 and cache_alike:  # rows with the same prompt are prefilled once
+                keys = [tuple(row.tolist()) for row in input_ids]
                 first = {key: row for row, key in reversed(list(enumerate(keys)))}
                 if len(first) < batch:
                     unique = sorted(set(first.values()))
                     shared = torch.tensor([unique.index(first[key]) for key in keys], device=device)
                     fed, row_mask = pending[unique], mask[unique]
                     shared_tokens = int(mask[:, -fed.shape[1] :].sum() - row_mask[:, -fed.shape[1] :].sum())
+                    if start:
+                        cache.reorder_cache(torch.tensor(unique, device=device))
             out = model(
                 input_ids=fed,
                 attention_mask=row_mask,

@@ -13,6 +13,7 @@ turn dominates rollout time on a CPU; with the cache only the new tokens of each
 from __future__ import annotations
 
 import logging
+import os
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from transformers.cache_utils import DynamicLayer
 from comprl.config import ADAPTER_DTYPES
 from comprl.llm.allocator import release_free_memory
 from comprl.llm.choice import ReplyChoices
-from comprl.llm.decode import decode
+from comprl.llm.decode import CACHE_ARGUMENT, decode, positions
 from comprl.llm.merged import MergedCopy
 
 logger = logging.getLogger(__name__)
@@ -159,12 +160,23 @@ class GenerationEngine(Protocol):
 
 @dataclass
 class _Prefix:
-    """What the engine keeps for one session: token ids and their keys/values in every layer."""
+    """What the engine keeps for one session, or for a prompt prefix several rows share: token ids and their
+    keys/values in every layer."""
 
     ids: tuple[int, ...]
     kv: list[torch.Tensor | None]
-    """Per layer ``[2 (key, value), kv_heads, len(ids), head_dim]`` on the model's device; a layer is set to None
-    once it has been copied into a batch cache, so that its memory goes as the batch's comes."""
+    """Per layer ``[2 (key, value), kv_heads, len(ids), head_dim]`` on the model's device; a session's layer is set
+    to None once it has been copied into a batch cache, so that its memory goes as the batch's comes."""
+    shared: bool = False
+    """A shared prefix, kept for later calls until the weights change (its layers are never set to None)."""
+
+
+SHARED_PREFIX_MIN = 32
+"""The shortest prompt prefix the engine prefills once for several distinct prompts (a task's system prompt and
+instructions); a shorter one saves less than the extra forward pass costs."""
+SHARED_PREFIXES_KEPT = 8
+"""How many shared prefixes the engine keeps (the most recently used): one per task of a mixture and per prompt
+kind (actor, evaluation, extractor)."""
 
 
 @dataclass
@@ -199,13 +211,18 @@ class HFEngine:
             float32-adapter recomputation by bfloat16 rounding, as vLLM's do), ``"float32"`` in peft's float32,
             ``"merged"`` generates with a copy of the model whose adapters are merged into its weights
             (:mod:`comprl.llm.merged`; fastest, one more copy of the base weights in memory).
-        jump_forward: see the field.
+        shared_prefix, jump_forward: see the fields.
     """
 
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     max_batch_size: int = 64
     adapter_dtype: str = "model"
+    shared_prefix: bool = True
+    """Prefill a prompt prefix that several distinct prompts share once (a task's system prompt and instructions:
+    the first turn of every group, every evaluation chunk, every extractor call) and keep its keys/values until the
+    weights change (:meth:`_shared_prefixes`). The same distributions; the keys/values are computed in another
+    batch shape, so they can differ from a full prefill's by rounding."""
     jump_forward: bool = True
     """Skip the forward pass of a step at which every unfinished row's next token is forced by constrained choice
     (:mod:`comprl.llm.decode`): the same distributions and log-probs with fewer passes; the random stream differs
@@ -224,6 +241,8 @@ class HFEngine:
     copied from an identical prompt in the same batch), ``computed_tokens`` (tokens the forward passes computed:
     prompts' uncached suffixes and generated tokens fed back, pads aside), ``forward_passes``, ``seconds``."""
     _prefixes: dict[Hashable, _Prefix] = field(default_factory=dict, init=False, repr=False)
+    _shared: dict[tuple[int, ...], _Prefix] = field(default_factory=dict, init=False, repr=False)
+    _shared_weights: tuple[int, ...] = field(default=(), init=False, repr=False)
     _prefix_supported: bool = field(default=True, init=False, repr=False)
     _merged: MergedCopy | None = field(default=None, init=False, repr=False)
 
@@ -247,8 +266,9 @@ class HFEngine:
             self._prefixes.pop(key, None)
 
     def clear_cache(self) -> None:
-        """Drop every prefix cache."""
+        """Drop every prefix cache, the shared prefixes' too."""
         self._prefixes.clear()
+        self._shared.clear()
 
     @property
     def cached_sessions(self) -> frozenset[Hashable]:
@@ -329,7 +349,7 @@ class HFEngine:
             for row, (prefix, n) in enumerate(zip(prefixes, reuse)):
                 if n > 0:
                     kv[:, row, :, width - n :] = prefix.kv[layer][:, :, :n]
-                if prefix is not None:
+                if prefix is not None and not prefix.shared:
                     prefix.kv[layer] = None
             layers.append((kv[0], kv[1]))
         return DynamicCache(ddp_cache_data=layers)
@@ -366,6 +386,104 @@ class HFEngine:
             layer.keys = layer.values = None  # this layer's batch memory goes now, not after the last layer
         self._prefixes.update(kept)
 
+    def _batch_cache(
+        self,
+        model: PreTrainedModel,
+        prompts: Sequence[Sequence[int]],
+        sessions: Sequence[Hashable] | None,
+        width: int,
+        device: torch.device,
+    ) -> tuple[DynamicCache | None, bool]:
+        """The batch's starting KV cache from the kept prefixes (None: none serves), and whether rows with equal
+        prompts start from equal cache columns (no session's prefix in it), so that :func:`decode` may prefill
+        them once.
+
+        Layout: rows stay left padded to ``width``; the last ``fresh`` columns (the longest uncached suffix) are
+        computed for every row, and the first ``width - fresh`` come from kept keys/values (each row's cached
+        prefix right-aligned, left pads masked). A row whose suffix is shorter recomputes a few cached tokens.
+        Position ids come from the attention mask, so RoPE positions are each row's true positions. A row takes its
+        session's prefix (``sessions=``), else a shared prefix (:meth:`_shared_prefixes`)."""
+        if not self._prefix_supported:
+            return None, True
+        found = self._take_prefixes(prompts, sessions) if sessions is not None else [None] * len(prompts)
+        alike = all(prefix is None for prefix in found)
+        if self.shared_prefix:
+            shared = self._shared_prefixes(model, [p for p, f in zip(prompts, found) if f is None], device)
+            found = [f if f is not None else shared.pop(0) for f in found]
+        prefixes = found
+        cached = [min(len(p.ids), len(prompt) - 1) if p else 0 for p, prompt in zip(prefixes, prompts)]
+        fresh = max(len(prompt) - n for prompt, n in zip(prompts, cached))
+        reuse = [max(len(prompt) - fresh, 0) for prompt in prompts]
+        self.stats["reused_prompt_tokens"] += sum(reuse)
+        if not any(reuse):
+            return None, True
+        return self._past_key_values(prefixes, reuse, width - fresh, device), alike
+
+    def _shared_prefixes(
+        self, model: PreTrainedModel, prompts: Sequence[Sequence[int]], device: torch.device
+    ) -> list[_Prefix | None]:
+        """Per prompt, a kept prefix it shares with other prompts, or None.
+
+        Prompts that agree on their first :data:`SHARED_PREFIX_MIN` tokens form a group; a group of at least two
+        distinct prompts that no kept shared prefix serves gets its longest common prefix (at most all but the
+        shortest prompt's last token) prefilled once, in one forward pass for all such groups, and kept (up to
+        :data:`SHARED_PREFIXES_KEPT`, the least recently used dropped) until the weights change: an in-place update
+        of any trained tensor drops them, :meth:`sync_weights` or not."""
+        weights = tuple(p._version for p in self.model.parameters() if p.requires_grad)
+        if weights != self._shared_weights:
+            self._shared.clear()
+            self._shared_weights = weights
+        groups: dict[tuple[int, ...], set[tuple[int, ...]]] = {}
+        for prompt in prompts:
+            if len(prompt) > SHARED_PREFIX_MIN:
+                groups.setdefault(tuple(prompt[:SHARED_PREFIX_MIN]), set()).add(tuple(prompt))
+        missing = []
+        for members in groups.values():
+            if len(members) > 1 and not any(self._serving(m) for m in members):
+                common = min(len(os.path.commonprefix(list(members))), min(map(len, members)) - 1)
+                if common >= SHARED_PREFIX_MIN:
+                    missing.append(tuple(next(iter(members))[:common]))
+        if missing:
+            self._prefill_shared(model, missing, device)
+        return [self._serving(prompt) for prompt in prompts]
+
+    def _serving(self, prompt: Sequence[int]) -> _Prefix | None:
+        """The longest kept shared prefix of ``prompt`` shorter than it (marked as just used), or None."""
+        serving = [p for ids, p in self._shared.items() if len(ids) < len(prompt) and tuple(prompt[: len(ids)]) == ids]
+        best = max(serving, key=lambda p: len(p.ids), default=None)
+        if best is not None:
+            self._shared[best.ids] = self._shared.pop(best.ids)  # most recently used last
+        return best
+
+    def _prefill_shared(self, model: PreTrainedModel, prefixes: list[tuple[int, ...]], device: torch.device) -> None:
+        """Compute and keep the keys/values of ``prefixes`` in one left-padded forward pass."""
+        width = max(map(len, prefixes))
+        ids = torch.full((len(prefixes), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, prefix in enumerate(prefixes):
+            ids[row, width - len(prefix) :] = torch.tensor(prefix)
+            mask[row, width - len(prefix) :] = 1
+        mask = mask.to(device)
+        out = model(
+            input_ids=ids.to(device),
+            attention_mask=mask,
+            position_ids=positions(mask),
+            use_cache=True,
+            logits_to_keep=1,
+            **{CACHE_ARGUMENT: DynamicCache()},
+        )
+        layers = getattr(out, CACHE_ARGUMENT).layers
+        self.stats["computed_tokens"] += sum(map(len, prefixes))
+        self.stats["forward_passes"] += 1
+        if any(type(layer) is not DynamicLayer for layer in layers):
+            return  # _keep_prefixes reports and disables the cache at the end of this call
+        for row, prefix in enumerate(prefixes):
+            kv = [torch.stack((layer.keys[row, :, width - len(prefix) :], layer.values[row, :, width - len(prefix) :]))
+                  for layer in layers]
+            self._shared[prefix] = _Prefix(prefix, kv, shared=True)
+        while len(self._shared) > SHARED_PREFIXES_KEPT:
+            self._shared.pop(next(iter(self._shared)))
+
     def _generate_batch(
         self,
         prompts: Sequence[Sequence[int]],
@@ -385,28 +503,14 @@ class HFEngine:
             input_ids[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
             attention_mask[row, width - len(prompt) :] = 1
 
-        # Prefix cache layout. Rows stay left padded to `width`; the last `fresh` columns (the longest uncached
-        # suffix) are computed, for every row, and the first `width - fresh` come from the kept keys/values (each
-        # row's cached prefix right-aligned, left pads masked). A row whose suffix is shorter recomputes a few
-        # cached tokens. Position ids come from the attention mask, so RoPE positions are each row's true positions.
-        past_key_values = None
-        if sessions is not None and self._prefix_supported:
-            prefixes = self._take_prefixes(prompts, sessions)
-            cached = [min(len(p.ids), len(prompt) - 1) if p else 0 for p, prompt in zip(prefixes, prompts)]
-            fresh = max(len(prompt) - n for prompt, n in zip(prompts, cached))
-            reuse = [max(len(prompt) - fresh, 0) for prompt in prompts]
-            if width > fresh:
-                past_key_values = self._past_key_values(prefixes, reuse, width - fresh, device)
-            del prefixes
-            self.stats["reused_prompt_tokens"] += sum(reuse)
         self.stats["prompt_tokens"] += sum(len(p) for p in prompts)
-
         started = time.perf_counter()
         was_training = model.training
         model.eval()
         adapters = _adapters_in_model_dtype(model) if self.adapter_dtype == "model" else nullcontext()
         try:
             with _contiguous_head_input(model), adapters:
+                past_key_values, alike = self._batch_cache(model, prompts, sessions, width, device)
                 decoded = decode(
                     model,
                     input_ids.to(device),
@@ -421,6 +525,7 @@ class HFEngine:
                     pad_id=pad_id,
                     stopped=self._stopped(params.stop),
                     jump_forward=self.jump_forward,
+                    cache_alike=alike,
                 )
         finally:
             model.train(was_training)
