@@ -17,6 +17,8 @@ from comprl.threads import wait_passively
 
 wait_passively()  # before anything loads torch: OpenMP reads its settings once (comprl/threads.py)
 
+import comprl.envs  # noqa: E402, F401  registers the comprl/ gymnasium ids (gymnasium and numpy only, no torch)
+
 __version__ = "0.1.0"
 
 _EXPORTS = {
