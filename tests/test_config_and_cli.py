@@ -140,6 +140,19 @@ def test_cli_rejects_unknown_notebook_profile_and_parameter(capsys):
         main(["run", "01_single_task", "-p", "stepz", "3"])
 
 
+def test_cli_run_help_lists_every_notebook_and_its_parameters_with_types_and_defaults(capsys):
+    from comprl.kit.notebook_runner import NOTEBOOKS
+
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "--help"])
+    assert exited.value.code == 0
+    shown = capsys.readouterr().out
+    assert "--profile" in shown
+    for notebook in sorted(NOTEBOOKS.glob("0*.ipynb")):
+        assert f"\n  {notebook.stem}\n" in shown
+    assert "    seeds: list of int = [0]  one run per seed and method" in shown  # 01's, read from the notebook
+
+
 def test_cli_parameter_values_are_json_else_python_literals_else_strings():
     assert parse_value("[0, 1]") == [0, 1] and parse_value("None") is None
     assert parse_value("comprl/Room-Ultimate-5x5-v0") == "comprl/Room-Ultimate-5x5-v0"

@@ -16,7 +16,18 @@ import sys
 from pathlib import Path
 
 from comprl.config import PROFILES
-from comprl.kit.notebook_runner import REPO_ROOT, parse_value, paths_from_here, run_notebook
+from comprl.kit.notebook_runner import REPO_ROOT, parameters_help, parse_value, paths_from_here, run_notebook
+
+
+class _RunHelp(argparse.Action):
+    """``comprl run --help``: the options, then every notebook's parameters (read from the notebooks)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show this help and every notebook's parameters, exit")
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(parser.format_help() + "\n" + parameters_help())
+        parser.exit()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,7 +35,11 @@ def main(argv: list[str] | None = None) -> int:
         prog="comprl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="execute a notebook headless with a profile")
+    run = sub.add_parser(
+        "run", help="execute a notebook headless with a profile", add_help=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("-h", "--help", action=_RunHelp)
     run.add_argument("notebook", help="notebook name, e.g. 01_single_task")
     run.add_argument("--profile", default="smoke", help=f"one of: {', '.join(PROFILES)}")
     run.add_argument(

@@ -62,6 +62,21 @@ def declared_parameters(notebook: Path) -> dict[str, object]:
     return {name: ast.literal_eval(parameter["default"]) for name, parameter in found.items()}
 
 
+def parameters_help() -> str:
+    """Every paper notebook and its parameters (type, default, the comment beside it), for ``comprl run --help``."""
+    import papermill
+
+    lines = ["notebooks and their parameters (-p NAME VALUE; type = default  meaning):"]
+    for notebook in sorted(NOTEBOOKS.glob("[0-9]*.ipynb")):
+        lines.append(f"\n  {notebook.stem}")
+        for name, parameter in papermill.inspect_notebook(str(notebook)).items():
+            default = ast.literal_eval(parameter["default"])
+            kind = "any" if default is None else _kind(default)
+            comment = f"  {parameter['help']}" if parameter["help"] else ""
+            lines.append(f"    {name}: {kind} = {parameter['default']}{comment}")
+    return "\n".join(lines) + "\n"
+
+
 def check_parameters(notebook: Path, params: dict[str, object]) -> None:
     """Refuse, before a kernel starts, a parameter the notebook does not declare, a value that is not
     :data:`JSON_LIKE` data, and one of another type than the parameter's default.
