@@ -58,6 +58,7 @@ if getattr(minihack_wiki, "import_error", None) is not None:
     minihack_wiki.import_error.__traceback__ = None
 
 from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN, DEFAULT_MAX_TURNS, GameStep, TextEnv
+from comprl.envs.minihack.official_view import OFFICIAL_KEYS_MAZE, OFFICIAL_KEYS_ROOM, official_text
 from comprl.envs.minihack.text import message_text, render_screen
 
 DIRECTIONS: Mapping[str, nethack.CompassDirection] = MappingProxyType(
@@ -84,8 +85,10 @@ APPLY_KEY = "apply key"
 CONFIRM_KEY = nethack.CompassDirection.NW
 """NetHack's "y" key: the answer "yes" to a [yn] question, and also the northwest move."""
 
-VIEWS = ("full", "brief")
+VIEWS = ("full", "brief", "official")
 """The text views of the game (see `MiniHackTextEnv`)."""
+_VIEW_KEYS = ("glyphs", "chars", "blstats", "message", "inv_strs", "inv_letters")
+"""The NLE observation keys every view needs (the official view adds its task's `official_keys`)."""
 
 GAME_STEPS_PER_TURN = 10
 """NLE's own step limit is set to this many game steps per text turn, so only `max_turns` ever ends a game."""
@@ -105,6 +108,9 @@ class MiniHackTask:
     """The task-specific part of the instruction."""
     uses_key: bool = False
     """True for KeyRoom: adds the "pick up" and "apply key <direction>" actions and shows picked-up items."""
+    official_keys: tuple[str, ...] = OFFICIAL_KEYS_ROOM
+    """The NLE observation keys the official view shows (see `official_view`): the official config's for Room and
+    MazeWalk; KeyRoom, River and the lit Room have no official config and take the Room one's."""
 
 
 TASKS: Mapping[str, MiniHackTask] = MappingProxyType(
@@ -121,6 +127,7 @@ TASKS: Mapping[str, MiniHackTask] = MappingProxyType(
         "maze": MiniHackTask(
             "MiniHack-MazeWalk-9x9-v0",
             "Reach the stairs down (>) in a dark 9x9 maze. You only see the squares next to you, so explore.",
+            official_keys=OFFICIAL_KEYS_MAZE,
         ),
         "keyroom": MiniHackTask(
             "MiniHack-KeyRoom-Dark-S5-v0",
@@ -154,6 +161,8 @@ class MiniHackScreen:
     """The top-line message, with NLE noise removed ("" when none)."""
     picked_up: tuple[str, ...]
     """Inventory lines of items picked up during the episode (letters not used at the start)."""
+    official: Mapping[str, np.ndarray]
+    """Copies of the NLE arrays the official view reads, by key (empty in the other views)."""
 
 
 class MiniHackTextEnv(TextEnv):
@@ -162,9 +171,15 @@ class MiniHackTextEnv(TextEnv):
     def __init__(self, task: str, max_turns: int = DEFAULT_MAX_TURNS, view: str = "full") -> None:
         """Create the env for `task`, one of `TASKS` ("room", "maze", "keyroom", "river").
 
-        `view` is one of `VIEWS`: ``"full"`` (BALROG's text view, as the paper's actor reads it) or ``"brief"``
-        (the message and the interesting things in view with their distance and direction; no walls, dark area,
-        map or legend: far fewer tokens, for small models on CPU; not the paper's view).
+        `view` is one of `VIEWS`:
+
+        - ``"official"``: the official code's text (`official_view`: NLE's message, a 9x9 grid around the
+          agent, the meaning of the map's symbols; on MazeWalk the official code's "Position" and "Health" lines
+          and the inventory instead of the meanings). The paper profile's view.
+        - ``"full"`` (comprl's, the default): message, "You see" lines in the manner of BALROG's
+          nle-language-wrapper (not its exact text), the seen part of the map and a legend (`text`).
+        - ``"brief"`` (comprl's, the cpu profile's): the message and the interesting things in view with their
+          distance and direction; no walls, dark area, map or legend: far fewer tokens, for small models on CPU.
         """
         super().__init__(max_turns=max_turns)
         if task not in TASKS:
@@ -176,9 +191,11 @@ class MiniHackTextEnv(TextEnv):
         # APPLY is typed straight into NetHack (see `_apply_key`); ESC declines questions a step leaves open.
         pick_up = (nethack.Command.PICKUP,) if self.task.uses_key else ()
         self._nle_actions = (*DIRECTIONS.values(), *pick_up, nethack.Command.ESC)
+        # chars_crop and screen_descriptions cost MiniHack a copy per step: requested only for the official view
+        self._official_keys = self.task.official_keys if view == "official" else ()
         game = gymnasium.make(
             self.task.minihack_id,
-            observation_keys=("glyphs", "chars", "blstats", "message", "inv_strs", "inv_letters"),
+            observation_keys=tuple(dict.fromkeys(_VIEW_KEYS + self._official_keys)),
             actions=self._nle_actions,
             max_episode_steps=GAME_STEPS_PER_TURN * max_turns,
             disable_env_checker=True,
@@ -242,12 +259,12 @@ class MiniHackTextEnv(TextEnv):
         return {alias: word for alias, word in aliases.items() if alias != word}
 
     def _build_instruction(self) -> str:
-        seen = (
-            " and what you see around you (with distance and direction)"
-            if self.view == "brief"
-            else ", what you see around you (with distance and direction), the map of what you have seen (north is "
-            "up) and a legend"
-        )
+        seen = {
+            "brief": " and what you see around you (with distance and direction)",
+            "full": ", what you see around you (with distance and direction), the map of what you have seen (north is "
+            "up) and a legend",
+            "official": " and the dungeon around you as a 9x9 grid of symbols (north is up)",
+        }[self.view]
         return (
             f"You play NetHack (MiniHack). {self.task.goal} Each turn you get the last game message{seen}. "
             f"Actions: {self.describe_actions()}. You have {self.max_turns} turns. Reply with "
@@ -267,6 +284,8 @@ class MiniHackTextEnv(TextEnv):
 
     def _observe(self) -> str:
         screen = self.screen
+        if self.view == "official":
+            return official_text(screen.official)
         picked_up = [f"Picked up: {'; '.join(screen.picked_up)}"] if screen.picked_up else []
         return render_screen(
             screen.glyphs, screen.chars, screen.agent_x, screen.agent_y, screen.message, picked_up,
@@ -338,4 +357,5 @@ class MiniHackTextEnv(TextEnv):
             agent_y=agent_y,
             message=_NOISE_MESSAGES.sub("", message).strip(),
             picked_up=picked_up,
+            official=MappingProxyType({key: observation[key].copy() for key in self._official_keys}),
         )
