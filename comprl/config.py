@@ -360,17 +360,37 @@ class BankConfig:
     rerank: str = "official"
     """``"official"`` (official code): score = -rank position - lambda*log1p(retrievals) - 1[retrieved within the
     last ``recent_seconds``], and a recently retrieved top-1 moves to the end with probability ``dropout``; the
-    manager counts retrievals in memory, starting from an entry's stored use count when it first sees it.
-    ``"batch"`` (comprl's): score = cosine similarity - lambda*log1p(uses) - 1[already shown to an earlier
-    query of the same batch]. Evaluation searches (``record=False``) use neither recency nor dropout, so what an
-    evaluation episode sees does not depend on how evaluation episodes are chunked or timed."""
+    manager counts retrievals in memory. ``"batch"`` (comprl's): score = cosine similarity - lambda*log1p(uses) -
+    1[already shown to an earlier query of the same batch]. The protocol fields below (``per_instance`` to
+    ``recent_inclusive``; ``batch_snapshot``, ``counts_from_uses`` and ``recent_inclusive`` act on the official
+    re-ranking only) default to comprl's protocol; :data:`OFFICIAL_RETRIEVAL` sets the official code's (the paper
+    profile's)."""
     recent_seconds: float = 300.0
     """The "recently retrieved" window of the official re-ranking (official code: 300 s)."""
     dropout: float = 0.5
     """Probability that a recently retrieved top-1 is moved to the end of the ranking (official code: 0.5)."""
     per_instance: bool = True
-    """The K/2 guided rollouts of one task instance see one retrieved entry (the paper's wording); False = one
-    retrieval per guided rollout (each re-ranked after the previous one)."""
+    """True (comprl's): the K/2 guided rollouts of one task instance share one search, one entry, one dropout draw,
+    and add 1 to its count. False (official code: each guided rollout searches at its first step): one query per
+    guided rollout, each with its own dropout draw, each adding 1 to the count of the entry it is shown."""
+    batch_snapshot: bool = False
+    """False (comprl's): the queries of a batch are answered in order, each recording its retrieval (count and
+    recency) before the next is re-ranked, so 4 identical queries tend to see different entries. True (official
+    code): every query of a batch is re-ranked against the counts and recency as they were before the batch, each
+    whose top-1 is recent draws its dropout (from a pool of one too), and the retrievals are recorded after it."""
+    record_eval: bool = False
+    """False (comprl's): evaluation searches (``record=False``) see no recency and no dropout and count nothing,
+    so what an evaluation episode is shown depends only on the bank. True (official code: evaluation queries the
+    training memory manager): evaluation searches go through the training protocol, with its counts, recency and
+    dropout draws, and their retrievals count for training's later searches."""
+    counts_from_uses: bool = True
+    """True (comprl's): an entry's retrieval count starts from its stored use count (``uses``, which survives
+    ``init_from`` and the bank file). False (official code): from 0 when this run first sees the entry (the
+    official counts live in the manager's memory). Either way a checkpoint keeps the counts and a resumed run
+    continues them, as an uninterrupted run would (an official restart forgets them)."""
+    recent_inclusive: bool = True
+    """True (comprl's): "recent" is an age <= ``recent_seconds``. False (official code): an age < it. With a
+    real clock the two differ only at an age of exactly ``recent_seconds``."""
     exclude_own_seed: bool = False
     """Never show an instance an entry distilled from an episode of the same seed (a guard against the bank
     memorising answers to the exact instance; off in the paper and the official code)."""
@@ -396,6 +416,20 @@ class BankConfig:
             raise ValueError(f"bank dropout={self.dropout!r}; accepted: a probability in [0, 1]")
         if self.candidates < 1 or self.capacity < 1:
             raise ValueError("bank candidates and capacity must be >= 1")
+        official_only = {"batch_snapshot": True, "counts_from_uses": False, "recent_inclusive": False}
+        if self.rerank != "official" and (asked := [k for k, v in official_only.items() if getattr(self, k) == v]):
+            raise ValueError(
+                f"bank {', '.join(f'{k}={official_only[k]}' for k in asked)} with rerank={self.rerank!r}: these act "
+                "on the official re-ranking's counts and recency; accepted: rerank='official'"
+            )
+
+
+OFFICIAL_RETRIEVAL: dict[str, bool] = {
+    "per_instance": False, "batch_snapshot": True, "record_eval": True, "counts_from_uses": False,
+    "recent_inclusive": False,
+}
+"""The official code's retrieval protocol as :class:`BankConfig` fields (the paper profile's); elsewhere
+``make_config(..., **{f"bank.{k}": v for k, v in OFFICIAL_RETRIEVAL.items()})``."""
 
 
 MODES: tuple[str, ...] = ("sync", "async")
@@ -683,6 +717,11 @@ class ExperimentConfig:
         )
 
 
+PAPER_MINIHACK_IDS = ("comprl/Room-Ultimate-5x5-v0", "comprl/MazeWalk-9x9-v0", "comprl/KeyRoom-Dark-S5-v0",
+                      "comprl/River-Narrow-v0")
+"""Our ids of the four MiniHack tasks of the paper's tables (official configs exist only for Room and MazeWalk; the
+lit Room, comprl/Room-Random-5x5-v0, is comprl's own)."""
+
 PROFILES: dict[str, ExperimentConfig] = {
     # Tiny random model, a couple of steps: exercises every code path in CI within minutes. One task instance
     # rolled out 4 times: with experience, halves of 2 rollouts, the fewest whose advantages can be non-zero.
@@ -749,6 +788,8 @@ PROFILES: dict[str, ExperimentConfig] = {
     ),
     # The paper's single-task setting (actor Qwen2.5-7B-Instruct, 128 rollouts per step, lr 1e-6, clip 0.2).
     "paper": ExperimentConfig(
+        # the official code's MiniHack text (comprl.envs.minihack.official_view) for the paper's MiniHack tasks
+        env_options={env_id: {"view": "official"} for env_id in PAPER_MINIHACK_IDS},
         model="Qwen/Qwen2.5-7B-Instruct",
         steps=128,
         batch_instances=16,
@@ -768,7 +809,9 @@ PROFILES: dict[str, ExperimentConfig] = {
             model="Qwen/Qwen3-4B-Thinking-2507", max_new_tokens=8192, learning_rate=1e-6, gradient_checkpointing=True,
             autocast="bfloat16",
         ),
-        bank=BankConfig(embedder="Qwen/Qwen3-Embedding-0.6B"),
+        # the official code's retrieval protocol (each guided rollout searches, batches re-ranked on the counts
+        # before them, evaluation through the same protocol, counts from 0, a recency window of < 300 s)
+        bank=BankConfig(embedder="Qwen/Qwen3-Embedding-0.6B", **OFFICIAL_RETRIEVAL),
     ),
 }
 

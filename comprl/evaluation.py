@@ -65,8 +65,9 @@ def evaluate(
     search: Search | None = None, progress: bool = False,
 ) -> dict[str, float]:
     """Success and episode statistics on each task's held-out seeds (``eval_episodes`` per task), overall and per
-    task (:func:`task_metrics`); every episode guided when ``search`` is given (evaluation searches should not
-    record retrievals, so that what an episode is shown does not depend on how the episodes are chunked)."""
+    task (:func:`task_metrics`); every episode guided when ``search`` is given (evaluation searches record no
+    retrievals, so that what an episode is shown does not depend on how the episodes are chunked, unless
+    ``bank.record_eval`` asks for the official code's protocol)."""
     found = None if search is None else lookups(envs, config, search)
     with _bar(envs, config, 1, progress) as bar:
         return task_metrics(_play(engine, envs, config, found, None, bar))

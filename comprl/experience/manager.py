@@ -199,11 +199,14 @@ class ExperienceManager:
             queries: one text per guided episode (its instruction and first observation).
             tasks: the env id of each query; a query is answered from its own task's entries only.
             seeds: the task instance of each query. With ``bank.per_instance`` the queries of one instance share
-                one retrieval (the K/2 guided rollouts see one entry); ``bank.exclude_own_seed`` uses them too.
+                one retrieval (the K/2 guided rollouts see one entry); else each query is one retrieval (the
+                official code's: one per guided rollout). ``bank.exclude_own_seed`` uses them too.
             record: a training search (recency and dropout apply, and the shown entries count as recently
-                retrieved); False for evaluation, whose result then depends only on the bank.
+                retrieved); False for evaluation, whose result then depends only on the bank, unless
+                ``bank.record_eval`` (the official code's) makes it a training search too.
         """
         queries, tasks, seeds = checked_search(queries, tasks, seeds)
+        record = record or self.config.bank.record_eval
         if not queries:
             return []
         started = time.perf_counter()

@@ -10,6 +10,7 @@ dropout draws. It also keeps the warm-up gate (``experience.warmup``). The manag
 from __future__ import annotations
 
 import math
+import operator
 import re
 import threading
 import time
@@ -61,7 +62,7 @@ class RetrievalPolicy:
         self._rng = np.random.default_rng([config.seed, 7])  # retrieval dropout
         self._lock = threading.Lock()  # recency state and the dropout generator
         self._last_retrieved: dict[int, float] = {}
-        self._retrievals: dict[int, int] = {}  # the official retrieve_count, from the bank's use count on first sight
+        self._retrievals: dict[int, int] = {}  # the official retrieve_count (BankConfig.counts_from_uses)
         self._origins_lock = threading.Lock()
         self._origins: dict[int, frozenset[int]] = {}
         self._origins_seen = 0
@@ -101,13 +102,17 @@ class RetrievalPolicy:
         """Pick one entry per query from its candidate pool (``BankConfig.rerank``; callers hold ``_lock``).
 
         The batch's scores are one ``[queries, candidates]`` matrix (-inf where a pool is short). Queries are
-        answered in order, each taking its first best candidate (as a stable sort by descending score would);
-        a choice changes the scores of later queries only where their pools hold the chosen entry (it has been
-        shown, and with ``record`` retrieved once more and recently), so only those places are recomputed.
+        answered in order, each taking its first best candidate (as a stable sort by descending score would).
+        comprl's protocol lets a choice change the scores of later queries where their pools hold the chosen entry
+        (shown, and with ``record`` retrieved once more and recently), so only those places are recomputed; with
+        ``bank.batch_snapshot`` (the official code's) every query sees the state before the batch, and the
+        retrievals are recorded after it.
         """
         bank = self.config.bank
         lam = bank.diversity_lambda
         official = bank.rerank == "official"
+        snapshot = official and bank.batch_snapshot
+        within = operator.le if bank.recent_inclusive else operator.lt
         now = self._clock()
         width = max(map(len, pools), default=0)
         if not width:
@@ -120,9 +125,9 @@ class RetrievalPolicy:
         scores = np.full((len(batch), width), -math.inf)
         recent = np.zeros((len(batch), width), dtype=bool)
         if official:  # -rank - lambda*log1p(retrievals) - 1[retrieved within the window, by a training search]
-            counts = [self._retrievals.setdefault(h.entry.id, h.entry.uses) for hits in pools for h in hits]
+            counts = [self._count(h.entry) for hits in pools for h in hits]
             recent[filled] = [
-                query.record and now - self._last_retrieved.get(h.entry.id, -math.inf) <= bank.recent_seconds
+                query.record and within(now - self._last_retrieved.get(h.entry.id, -math.inf), bank.recent_seconds)
                 for query, hits in zip(batch, pools)
                 for h in hits
             ]
@@ -137,22 +142,38 @@ class RetrievalPolicy:
                 chosen.append(None)
                 continue
             best = int(scores[i].argmax())  # the first maximum
-            if recent[i, best] and sizes[i] > 1 and self._rng.random() < bank.dropout:
+            if recent[i, best] and (sizes[i] > 1 or snapshot) and self._rng.random() < bank.dropout:
                 best = int(np.where(np.arange(width) == best, -math.inf, scores[i]).argmax())  # the top goes last
             entry = entries[int(ids[i, best])]
             chosen.append(entry)
+            if snapshot:
+                continue
             rows, cols = np.nonzero(ids[i + 1 :] == entry.id)
             rows += i + 1
             if not official and entry.id not in shown:
                 scores[rows, cols] -= 1
             shown.add(entry.id)
             if query.record:
-                self._last_retrieved[entry.id] = now
-                count = self._retrievals[entry.id] = self._retrievals.get(entry.id, entry.uses) + 1
+                count = self._retrieved(entry, now)
                 if official and len(rows):
-                    recent[rows, cols] = [batch[r].record and 0.0 <= bank.recent_seconds for r in rows.tolist()]
+                    recent[rows, cols] = [batch[r].record and within(0.0, bank.recent_seconds) for r in rows.tolist()]
                     scores[rows, cols] = -cols - lam * math.log1p(count) - recent[rows, cols]
+        if snapshot:
+            for query, entry in zip(batch, chosen):
+                if query.record and entry is not None:
+                    self._retrieved(entry, now)
         return chosen
+
+    def _count(self, entry: Entry) -> int:
+        """The entry's retrieval count, started on first sight from its stored uses or from 0
+        (``bank.counts_from_uses``)."""
+        return self._retrievals.setdefault(entry.id, entry.uses if self.config.bank.counts_from_uses else 0)
+
+    def _retrieved(self, entry: Entry, now: float) -> int:
+        """Record that a training search showed ``entry`` at ``now``; its new retrieval count."""
+        self._last_retrieved[entry.id] = now
+        count = self._retrievals[entry.id] = self._count(entry) + 1
+        return count
 
     def _entry_origins(self) -> dict[int, frozenset[int]]:
         """Seeds of the episodes each entry was distilled from, merged entries inheriting their parents'."""
