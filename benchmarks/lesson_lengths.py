@@ -1,0 +1,84 @@
+"""How long the extractor's lessons are when no cap cuts them, and what share each token cap would cut.
+
+    python benchmarks/lesson_lengths.py                        # 32 episodes of the cpu profile's task, cap 256
+    python benchmarks/lesson_lengths.py --extractor gemma3-270m --episodes 16
+
+The cpu profile's untrained actor (SmolLM2-135M, its rollout settings) plays ``--episodes`` episodes of the profile's
+task on training seeds 0, 1, ...; then the profile's extractor settings (note style, its temperature and stop) distil
+each episode with a cap of ``--cap`` tokens. One generation at the long cap gives every shorter cap's outcome: the
+loop samples token by token, so from the same seed a cap of c tokens draws the same first c tokens, and a lesson
+whose natural length (up to and including its stop) is n tokens is cut at cap c exactly when n > c. For each cap
+the script prints the share of lessons cut, and the share the extractor's parser accepts (what a run would parse:
+the whole lesson, or its first c tokens when cut), and the lengths' quartiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import torch
+
+CAPS = (32, 48, 64, 96, 128, 192, 256)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--episodes", type=int, default=32, help="episodes played and distilled")
+    parser.add_argument("--cap", type=int, default=256, help="the long cap every shorter one is read from")
+    parser.add_argument("--extractor", default=None, help="extractor model (default: the cpu profile's)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    from comprl.actor.rollout import run_episodes
+    from comprl.chat import ChatFormat
+    from comprl.config import make_config
+    from comprl.experience.extractor.prompts import ExtractorFormat, distill_messages, parse_distill
+    from comprl.llm import HFEngine, SamplingParams, load_model, resolve_dtype
+
+    config = make_config("cpu", method="comp_rl", seed=args.seed)
+    dtype = resolve_dtype(config.dtype, "cpu")
+    actor_model, tokenizer = load_model(config.model, dtype=dtype)
+    actor = HFEngine(actor_model, tokenizer)
+    envs = config.mixture().make_envs(config.env_id, args.episodes)
+    torch.manual_seed(args.seed)
+    played = run_episodes(actor, envs, list(range(args.episodes)), config.rollout)
+    episodes = [t.episode(0) for t in played]
+
+    extractor_name = args.extractor or config.extractor.model
+    if extractor_name == config.model:
+        engine = actor
+    else:
+        engine = HFEngine(*load_model(extractor_name, dtype=dtype))
+    chat = ChatFormat.from_tokenizer(engine.tokenizer)
+    fmt = ExtractorFormat(style=config.extractor.style)
+    stop = ("\n",) if fmt.style == "note" else ("</answer>",)
+    prefix = config.extractor.response_prefix
+    prompts = []
+    for episode in episodes:
+        system, user = distill_messages(episode.instruction, episode.success, list(episode.messages), [], fmt)
+        prompts.append(chat.start(system["content"], user["content"]) + (chat.encode(prefix) if prefix else []))
+    params = SamplingParams(max_new_tokens=args.cap, temperature=config.extractor.temperature, stop=stop)
+    completions = engine.generate(prompts, params)
+
+    natural = np.array([len(c.token_ids) if c.finish_reason != "length" else args.cap + 1 for c in completions])
+    print(
+        f"{len(completions)} lessons of {extractor_name} ({fmt.style} style, temperature "
+        f"{config.extractor.temperature}) on {config.env_id}; {sum(e.success for e in episodes)} episodes won; "
+        f"natural length quartiles {np.percentile(np.minimum(natural, args.cap), [25, 50, 75]).tolist()} tokens "
+        f"({(natural > args.cap).mean():.0%} longer than {args.cap})"
+    )
+    print("  cap  cut   valid")
+    for cap in (c for c in CAPS if c <= args.cap):
+        valid = 0
+        for completion, n in zip(completions, natural):
+            kept = completion.token_ids if n <= cap else completion.token_ids[:cap]
+            text = engine.tokenizer.decode(kept, skip_special_tokens=True)
+            valid += parse_distill(prefix + text, 0, fmt).valid
+        print(f"  {cap:3d}  {(natural > cap).mean():4.0%}  {valid / len(completions):5.0%}")
+    for completion in completions[:3]:
+        print("  e.g.", repr(completion.text[:300]))
+
+
+if __name__ == "__main__":
+    main()
