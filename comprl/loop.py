@@ -228,7 +228,13 @@ def run_experiment(
     resumed run logs the same rows, timings aside, as one never stopped; in ``"async"`` mode what the extractor
     has done by a given actor step depends on timing in any case. A finished run is returned as it is; a run
     killed before its first checkpoint starts again.
+
+    With ``progress`` (the default) the run also shows its progress bars and, when nothing routes comprl's log
+    yet (no handler on the ``comprl`` logger or above it), its per-step log lines on stdout
+    (:func:`comprl.show_logs`); configure logging first to send them elsewhere.
     """
+    if progress and not logging.getLogger("comprl").hasHandlers():
+        console.show_logs()
     device = resolve_device(config)
     run = Run.create(output_dir, config, name, resume=resume)
     say = _RunLog(log, {"run": run.path.name})
