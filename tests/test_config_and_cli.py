@@ -153,6 +153,27 @@ def test_cli_run_help_lists_every_notebook_and_its_parameters_with_types_and_def
     assert "    seeds: list of int = [0]  one run per seed and method" in shown  # 01's, read from the notebook
 
 
+def test_an_executed_notebook_names_repository_paths_relative_to_the_repository(tmp_path):
+    import json
+
+    from comprl.kit.notebook_runner import REPO_ROOT, repository_relative
+
+    root = str(REPO_ROOT)
+    executed = tmp_path / "01_single_task.ipynb"
+    executed.write_text(json.dumps({
+        "metadata": {"papermill": {"input_path": f"{root}/notebooks/01_single_task.ipynb", "cwd": root}},
+        "cells": [{"source": [f'output_dir = "{root}/results/cpu/01_single_task"\n'], "outputs": [
+            {"text": [f"copied from {root}/results/reference/x_seed0\n", "elsewhere: /tmp/other/run\n"]}]}],
+    }))
+    repository_relative(executed)
+    got = json.loads(executed.read_text())
+    assert got["metadata"]["papermill"] == {"input_path": "notebooks/01_single_task.ipynb", "cwd": "."}
+    assert got["cells"][0]["source"] == ['output_dir = "results/cpu/01_single_task"\n']
+    assert got["cells"][0]["outputs"][0]["text"] == [
+        "copied from results/reference/x_seed0\n", "elsewhere: /tmp/other/run\n"  # outside the repository: kept
+    ]
+
+
 def test_cli_parameter_values_are_json_else_python_literals_else_strings():
     assert parse_value("[0, 1]") == [0, 1] and parse_value("None") is None
     assert parse_value("comprl/Room-Ultimate-5x5-v0") == "comprl/Room-Ultimate-5x5-v0"

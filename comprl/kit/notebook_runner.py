@@ -211,7 +211,21 @@ def run_notebook(
         raise SystemExit(
             f"comprl: {notebook.stem} failed: {err.ename}: {err.evalue} (executed copy: {output_dir / notebook.name})"
         )
+    finally:
+        repository_relative(output_dir / notebook.name)
     return output_dir
+
+
+def repository_relative(executed: Path) -> None:
+    """Rewrite the executed copy's paths inside the repository (its parameters, papermill's metadata, printed lines)
+    relative to the repository's root, so that a committed copy names no folder of the machine it ran on."""
+    if not executed.is_file():
+        return
+    text = executed.read_text()
+    root = json.dumps(str(REPO_ROOT))[1:-1]  # as the path appears inside a JSON string
+    relative = text.replace(root + "/", "").replace(f'"{root}"', '"."')
+    if relative != text:
+        executed.write_text(relative)
 
 
 PATH_PARAMS = ("reuse", "reference_dir", "run_dir")
