@@ -6,7 +6,7 @@ setup:
 	bash scripts/setup.sh
 
 demo: setup
-	.venv/bin/comprl run 01_single_task --profile cpu -p steps 4 --output-dir results/01_single_task_cpu
+	.venv/bin/comprl run 01_single_task --profile cpu -p steps 4 --output-dir results/demo/01_single_task
 
 # JupyterLab on the notebooks; as root (a container) jupyter refuses to start without --allow-root, so it is added
 # there.
@@ -14,7 +14,7 @@ lab: setup
 	.venv/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 smoke: setup
-	.venv/bin/comprl run 01_single_task --profile smoke --output-dir results/01_single_task_smoke
+	.venv/bin/comprl run 01_single_task --profile smoke --output-dir results/demo-smoke/01_single_task
 
 test: setup
 	.venv/bin/python -m pytest -q

@@ -318,12 +318,18 @@ def test_cli_resume_continues_the_newest_output_folder_of_that_notebook_and_prof
     with pytest.raises(SystemExit, match="no earlier run of 01_single_task with profile cpu"):
         notebook_runner.latest_output(notebook, "cpu")
     for name in (
-        "01_single_task_cpu_20261101-000000",
-        "01_single_task_cpu_20261122-093000",
-        "01_single_task_smoke_20261123-000000",
+        "cpu-20261101-000000/01_single_task",
+        "cpu-20261122-093000/01_single_task",
+        "cpu-20261123-000000/02_multitask",
+        "smoke-20261124-000000/01_single_task",
+        "cpu/01_single_task",  # the reproduction's set: --resume continues `comprl run`'s own
     ):
         (tmp_path / "results" / name).mkdir(parents=True)
-    assert notebook_runner.latest_output(notebook, "cpu").name == "01_single_task_cpu_20261122-093000"
+    found = notebook_runner.latest_output(notebook, "cpu")
+    assert found == tmp_path / "results" / "cpu-20261122-093000" / "01_single_task"
+    made = notebook_runner.new_output(notebook, "cpu")
+    assert made.parent.parent == tmp_path / "results" and made.parent.name.startswith("cpu-2")
+    assert made.name == notebook.stem
 
 
 def test_the_command_and_the_configs_load_without_torch():

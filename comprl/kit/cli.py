@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--output-dir", type=Path, default=None, help="where the executed notebook and results go")
     run.add_argument(
         "--resume", action="store_true",
-        help="continue the newest results/<notebook>_<profile>_* folder (or --output-dir): finished runs are skipped",
+        help="continue the newest results/<profile>-<time>/<notebook> (or --output-dir): finished runs are skipped",
     )
     sub.add_parser("profiles", help="list profiles and their main settings")
     again = sub.add_parser("reproduce", help="every notebook in dependency order, then results/REPORT.md")

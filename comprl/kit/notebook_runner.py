@@ -137,12 +137,25 @@ def _kind(default: object) -> str:
     return type(default).__name__
 
 
+RESULTS_LAYOUT = "results/<set>/<notebook>/<run>/"
+"""Where every command writes: ``<set>`` is the profile for ``comprl reproduce``, ``<profile>-<UTC time>`` for a
+``comprl run`` without ``--output-dir``, ``demo`` (``demo-smoke``) for ``make demo`` (``make smoke``) and ``lab`` for
+a notebook run by hand in JupyterLab (its ``output_dir`` default); ``<run>`` is ``<method>_seed<n>`` and the like."""
+
+
+def new_output(notebook: Path, profile: str) -> Path:
+    """A new ``results/<profile>-<UTC time>/<notebook>`` folder name for ``comprl run`` (:data:`RESULTS_LAYOUT`)."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return REPO_ROOT / "results" / f"{profile}-{stamp}" / notebook.stem
+
+
 def latest_output(notebook: Path, profile: str) -> Path:
-    """The newest ``results/<notebook>_<profile>_<time>`` folder (what ``--resume`` continues)."""
-    found = sorted((REPO_ROOT / "results").glob(f"{notebook.stem}_{profile}_*"))
+    """The newest ``results/<profile>-<time>/<notebook>`` folder (what ``--resume`` continues)."""
+    found = sorted((REPO_ROOT / "results").glob(f"{profile}-[0-9]*/{notebook.stem}"))
     if not found:
         raise SystemExit(
-            f"comprl: --resume: no earlier run of {notebook.stem} with profile {profile} under {REPO_ROOT / 'results'}"
+            f"comprl: --resume: no earlier run of {notebook.stem} with profile {profile} under "
+            f"{REPO_ROOT / 'results'}/{profile}-<time>/"
         )
     return found[-1]
 
@@ -185,8 +198,7 @@ def run_notebook(
     if output_dir is None and resume:
         output_dir = latest_output(notebook, profile)
     elif output_dir is None:
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-        output_dir = REPO_ROOT / "results" / f"{notebook.stem}_{profile}_{stamp}"
+        output_dir = new_output(notebook, profile)
     check_parameters(notebook, params)
     output_dir = output_dir.resolve()
     output_dir.mkdir(parents=True, exist_ok=True)  # only once the call is known to be valid
