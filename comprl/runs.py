@@ -8,8 +8,8 @@ The paper's tables and plots made from those rows live in :mod:`comprl.kit.repor
 from __future__ import annotations
 
 import json
+import os
 import re
-import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -154,15 +154,31 @@ def find_runs(config: ExperimentConfig, folders: Iterable[str | Path]) -> Iterat
                 yield run
 
 
-def copy_finished(config: ExperimentConfig, folders: Iterable[str | Path], to: Path) -> Run | None:
-    """Copy a finished run of exactly ``config`` found directly under one of ``folders`` into the new folder ``to``
-    (everything but its checkpoint, which a finished run no longer needs); return the run copied, None where none
-    is found. The first match in folder order, then name order, is taken."""
+def link_finished(config: ExperimentConfig, folders: Iterable[str | Path], to: Path) -> Run | None:
+    """Make the new folder ``to`` a relative symbolic link to a finished run of exactly ``config`` found directly
+    under one of ``folders`` (the first in folder order, then name order; a link is followed to the run it names),
+    so that the run is stored once; return the run linked, None where none is found. Nothing writes into a finished
+    run, so nothing reaches the original through the link."""
+    to = Path(to)
     for run in find_runs(config, folders):
-        if run.finished and run.path.resolve() != Path(to).resolve():
-            shutil.copytree(run.path, to, ignore=shutil.ignore_patterns(checkpoint.FOLDER))
-            return run
+        source = run.path.resolve()
+        if run.finished and source != to.resolve():
+            to.parent.mkdir(parents=True, exist_ok=True)
+            to.symlink_to(os.path.relpath(source, to.parent.resolve()), target_is_directory=True)
+            return Run(source)
     return None
+
+
+def newest_run(root: str | Path, method: str = "comp_rl") -> Run | None:
+    """The finished run of ``method`` under ``root``, at any depth (links followed, each run counted once), whose
+    finished mark is the latest; None where there is none."""
+    found: dict[Path, Run] = {}
+    for folder, _, files in os.walk(root, followlinks=True):
+        if "config.json" in files and FINISHED in files:
+            run = Run(Path(folder))
+            found.setdefault(run.path.resolve(), run)
+    runs = [run for run in found.values() if run.config().method == method]
+    return max(runs, key=lambda run: (run.path / FINISHED).read_text().strip(), default=None)
 
 
 def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 
 from comprl.config import make_config
 from comprl.kit.parallel import run_experiments
 from comprl.kit.report import summary_table, task_table
-from comprl.runs import Run, copy_finished, load_metrics
+from comprl.runs import Run, link_finished, load_metrics, newest_run
 
 
 def make_run(root, method: str, seed: int, before: float, after: float, steps: int = 2) -> Run:
@@ -88,23 +89,36 @@ def test_a_fresh_start_clears_what_the_last_run_wrote(tmp_path):
     assert not (run.path / "checkpoint").exists() and (run.path / "notes.txt").read_text() == "mine"
 
 
-def test_a_finished_run_of_the_same_config_is_copied_from_earlier_results_not_trained_again(tmp_path):
+def test_a_finished_run_of_the_same_config_is_linked_from_earlier_results_not_trained_again(tmp_path):
     earlier = make_run(tmp_path / "01", "comp_rl", 0, 0.25, 0.75)
-    (earlier.path / "checkpoint").mkdir()
-    (earlier.path / "checkpoint" / "state.pt").write_bytes(b"weights")
     earlier.mark_finished()
     make_run(tmp_path / "01", "baseline", 0, 0.0, 0.5)  # not finished: never a source
     config = earlier.config()
     runs = run_experiments({"room_comp_rl": config}, tmp_path / "02", reuse=[tmp_path / "empty", tmp_path / "01"])
-    copy = runs["room_comp_rl"]
-    assert copy.path == tmp_path / "02" / "room_comp_rl" and copy.finished and copy.config() == config
-    assert copy.metrics().equals(earlier.metrics()) and not (copy.path / "checkpoint").exists()
+    linked = runs["room_comp_rl"]
+    assert linked.path == tmp_path / "02" / "room_comp_rl" and linked.finished and linked.config() == config
+    assert linked.metrics().equals(earlier.metrics())
+    # stored once: a relative link (it survives moving or cloning the results tree), followed to the original
+    assert linked.path.is_symlink() and not os.readlink(linked.path).startswith("/")
+    assert linked.path.resolve() == earlier.path.resolve()
+    again = run_experiments({"room": config}, tmp_path / "03", reuse=[tmp_path / "02"])["room"]
+    assert os.readlink(again.path) == os.path.join("..", "01", earlier.path.name)  # a link to a link: the original
     # another config is left to train
     other = make_config("smoke", method="comp_rl", seed=1, steps=2)
-    assert (
-        copy_finished(other, [tmp_path / "01"], tmp_path / "02" / "x") is None and not (tmp_path / "02" / "x").exists()
-    )
-    assert (
-        copy_finished(make_config("smoke", method="baseline", steps=2), [tmp_path / "01"], tmp_path / "02" / "y")
-        is None
-    )
+    assert link_finished(other, [tmp_path / "01"], tmp_path / "02" / "x") is None
+    assert not (tmp_path / "02" / "x").exists()
+    unfinished = make_config("smoke", method="baseline", steps=2)
+    assert link_finished(unfinished, [tmp_path / "01"], tmp_path / "02" / "y") is None
+
+
+def test_the_newest_finished_run_of_a_method_anywhere_under_a_folder(tmp_path):
+    assert newest_run(tmp_path) is None
+    older = make_run(tmp_path / "cpu" / "01_single_task", "comp_rl", 0, 0.25, 0.75)
+    (older.path / "finished").write_text("2026-11-01T00:00:00+00:00\n")
+    newer = make_run(tmp_path / "lab" / "06_bank_explorer", "comp_rl", 1, 0.25, 0.75)
+    (newer.path / "finished").write_text("2026-11-20T00:00:00+00:00\n")
+    make_run(tmp_path / "demo" / "01_single_task", "comp_rl", 2, 0.25, 0.75)  # not finished
+    latest_baseline = make_run(tmp_path / "demo" / "01_single_task", "baseline", 0, 0.0, 0.5)
+    (latest_baseline.path / "finished").write_text("2026-11-28T00:00:00+00:00\n")
+    assert newest_run(tmp_path).path == newer.path
+    assert newest_run(tmp_path, "baseline").path == latest_baseline.path

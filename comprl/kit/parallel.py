@@ -71,8 +71,8 @@ def run_experiments(
     ``resume`` (default on, as the notebooks run): a finished run folder of the same name is returned as it is and
     a killed one continues from its checkpoint, so calling again with the same plan runs only what is missing.
     ``reuse`` (with ``resume``): folders of earlier results (other notebooks' output folders, say); a run of the
-    plan with no folder yet, whose exact config finished in a run folder directly under one of them, is copied
-    from there (:func:`comprl.runs.copy_finished`) instead of trained again.
+    plan with no folder yet, whose exact config finished in a run folder directly under one of them, is linked
+    to that run (:func:`comprl.runs.link_finished`: a relative symbolic link) instead of trained again.
 
     A run that fails raises its exception here (with the worker's traceback as its cause) as soon as it fails;
     the other runs going on are then stopped, as they are on a KeyboardInterrupt, and continue from their last
@@ -81,13 +81,13 @@ def run_experiments(
     """
     plan = dict(plan)
     cores = check_jobs(jobs)
-    from comprl.runs import Run, copy_finished
+    from comprl.runs import Run, link_finished
     from comprl.loop import run_experiment
 
     for name, config in plan.items() if resume and reuse else ():
         target = Path(output_dir) / name
-        if not target.exists() and (source := copy_finished(config, reuse, target)) is not None:
-            log.info("%s: the same config finished in %s; copied, not trained again", name, source.path)
+        if not target.exists() and (source := link_finished(config, reuse, target)) is not None:
+            log.info("%s: the same config finished in %s; linked, not trained again", name, source.path)
 
     if jobs == 1:
         pace = _Pace(plan, output_dir)

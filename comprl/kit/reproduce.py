@@ -9,9 +9,10 @@ Each notebook writes into ``results/<profile>/<notebook>/`` and resumes what it 
 skipped, killed ones continued), so a second call picks up where a killed one stopped; a notebook that finished
 is not executed again (``force=True`` executes it anyway, still skipping its finished runs). ``jobs`` goes to the
 notebooks with that parameter (01-04), which then make that many runs at once, each on a core of its own
-(:func:`comprl.run_experiments`). A run whose exact config was trained before is copied, not trained again: the
-committed reference runs (:data:`REFERENCE_RUNS`: at the cpu profile they are 01's runs) and earlier notebooks'
-runs (02's single-task runs, 03's smaller extractor and 04's plain comp_rl are 01's). Wall times go into
+(:func:`comprl.run_experiments`). A run whose exact config was trained before is linked (a relative symbolic
+link: stored once), not trained again: the committed reference runs (:data:`REFERENCE_RUNS`: at the cpu profile
+they are 01's runs) and earlier notebooks' runs (02's single-task runs, 03's smaller extractor and 04's plain
+comp_rl are 01's). Wall times go into
 ``results/<profile>/reproduce.json``, summed over the calls that executed a notebook (a call killed mid-notebook
 keeps its time to the last minute; the time between calls is not counted). Calls on different notebooks may run
 side by side, ``taskset`` giving each its cores: each writes only its own entry there, under a file lock. The report
@@ -67,7 +68,7 @@ its single-task runs (4 x 4 rollouts) and the 24 runs of 02 fit in hours, not da
 
 OVERRIDES = {"cpu": {"actor.generation_adapter_dtype": "float32", "extractor.generation_adapter_dtype": "float32"}}
 """Config fields a profile's reproduction sets in every run. cpu: the sampling path of the committed reference runs
-(float32 LoRA adapters while generating, the path they were trained on), so that 01's runs are those runs, copied
+(float32 LoRA adapters while generating, the path they were trained on), so that 01's runs are those runs, linked
 (:data:`REFERENCE_RUNS`), and every later run is compared with them on the same path. It costs the cpu runs the
 faster rollout of the profile's merged adapters (``benchmarks/rollout_speed.py`` measures how much)."""
 
@@ -169,7 +170,7 @@ def reproduce(profile: str, results: Path, force: bool = False, only: list[str] 
             params["jobs"] = jobs
         if OVERRIDES.get(profile) and "overrides" in takes:
             params["overrides"] = OVERRIDES[profile]
-        if "reuse" in takes:  # a finished run of the same config (a reference run, or an earlier notebook's) is copied
+        if "reuse" in takes:  # a finished run of the same config (a reference run, or an earlier notebook's) is linked
             params["reuse"] = _reused(profile, results, step)
         entry = done.setdefault(step.notebook, {})
         earlier = 0.0 if force else entry.get("seconds", 0.0)  # an unfinished notebook's wall time before this call
