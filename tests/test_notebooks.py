@@ -106,7 +106,7 @@ def test_notebook_06_explores_a_run_bank(tmp_path, seeded_bank):
     out = tmp_path / "nb06"
     # one step without evaluations: its guided episodes use the seeded entries, which is what the explorer shows
     overrides = json.dumps({"bank.init_from": str(seeded_bank), "steps": 1, "eval_episodes": 0})
-    params = ["-p", "output_dir", str(out / "runs"), "-p", "overrides", overrides]
+    params = ["-p", "train", "true", "-p", "output_dir", str(out / "runs"), "-p", "overrides", overrides]
     assert main(["run", "06_bank_explorer", "--profile", "smoke", "--output-dir", str(out), *params]) == 0
     executed = json.loads((out / "06_bank_explorer.ipynb").read_text())
     text = json.dumps(executed["cells"])

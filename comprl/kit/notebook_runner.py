@@ -240,7 +240,7 @@ def repository_relative(executed: Path) -> None:
         executed.write_text(relative)
 
 
-PATH_PARAMS = ("reuse", "reference_dir", "run_dir")
+PATH_PARAMS = ("reuse", "reference_dir", "run_dir", "results_dir")
 """Notebook parameters that name folders. A notebook runs in ``notebooks/``, so a relative path given on the
 command line is made absolute against the caller's working directory first (the notebooks' defaults stay relative
 to ``notebooks/``)."""
