@@ -18,6 +18,7 @@ from typing import Any
 
 from comprl.envs import ENV_IDS
 from comprl.envs.mixture import MIXTURES, TaskMixture, task_name
+from comprl.tracking import TRACKERS
 
 ENGINES: tuple[str, ...] = ("hf", "vllm")
 """Generation engines of the actor's rollouts (``RolloutConfig.engine``): ``hf``, :class:`~comprl.llm.HFEngine`
@@ -575,6 +576,10 @@ class ExperimentConfig:
     they fully fine-tune (:class:`~comprl.policy_gradient.PolicyGradientTrainer`); LoRA adapters stay fp32."""
     requires_gpu: bool = False
     """Refuse to run without CUDA (the ``paper`` profile)."""
+    tracker: str = "tensorboard"
+    """Where the metric rows also stream (``run.duckdb`` holds them in any case), one of
+    :data:`comprl.tracking.TRACKERS`: TensorBoard event files in ``<run>/tensorboard/`` (the official code logs to
+    TensorBoard), W&B, MLflow or trackio (extras of comprl), or none. It changes no result."""
     rollout_workers: int = 0
     """Ray actors that play each step's rollouts, whole GRPO groups each, with their own copy of the actor's
     model (:mod:`comprl.actor.workers`); they join ``experience.ray_address``. 0: the rollout runs in this
@@ -615,6 +620,8 @@ class ExperimentConfig:
         self.mixture()  # checks the env ids and the per-task counts
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype={self.dtype!r}; accepted: {', '.join(DTYPES)}")
+        if self.tracker not in TRACKERS:
+            raise ValueError(f"tracker={self.tracker!r}; accepted: {', '.join(TRACKERS)}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device={self.device!r}; accepted: auto, cpu, cuda")
         if self.rollout.engine == "vllm" and self.device == "cpu":

@@ -43,7 +43,7 @@ SHARED_FOLDER = "shared_eval"
 """Where, under a notebook's output folder, the shared step-0 evaluation rows are kept."""
 
 NOT_SHARING = {"method", "steps", "checkpoint_every", "batch_instances", "group_size", "task_batch", "extractor",
-               "bank", "experience", "rollout_workers", "rollout_worker_cpus", "requires_gpu"}
+               "bank", "experience", "rollout_workers", "rollout_worker_cpus", "requires_gpu", "tracker"}
 """Config fields that cannot change a step-0 experience-free evaluation (of the actor only its generation dtype
 matters); every other field, and comprl's version, is part of the shared rows' key."""
 
@@ -68,9 +68,17 @@ def evaluate(
     task (:func:`task_metrics`); every episode guided when ``search`` is given (evaluation searches record no
     retrievals, so that what an episode is shown does not depend on how the episodes are chunked, unless
     ``bank.record_eval`` asks for the official code's protocol)."""
+    return task_metrics(play(engine, envs, config, search, progress))
+
+
+def play(
+    engine: GenerationEngine, envs: Mapping[str, Sequence[gymnasium.Env]], config: ExperimentConfig,
+    search: Search | None = None, progress: bool = False,
+) -> list[Trajectory]:
+    """The episodes :func:`evaluate` sums up, one trajectory per task and seed, in task and seed order."""
     found = None if search is None else lookups(envs, config, search)
     with _bar(envs, config, 1, progress) as bar:
-        return task_metrics(_play(engine, envs, config, found, None, bar))
+        return _play(engine, envs, config, found, None, bar)
 
 
 def evaluation_rows(

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel
 
-from comprl import checkpoint, console
+from comprl import checkpoint, console, tracking
 from comprl.actor.rollout import Trajectory, retrieval_query, run_episodes, summarize
 from comprl.evaluation import SHARED_FOLDER, evaluate, evaluation_rows, task_metrics
 from comprl.actor.trainer import ActorTrainer
@@ -220,7 +220,8 @@ def run_experiment(
     generation tokens/s, wall time per phase (rollout, actor update, experience calls), the actor's and extractor's
     loss diagnostics, bank size, and extractor outputs applied or rejected by reason.
     Evaluation rows (phase ``eval``) at step 0 and after the last step, with and without experience.
-    ``callback`` sees every row as it is written (a live plot in a notebook).
+    ``callback`` sees every row as it is written (a live plot in a notebook); ``config.tracker`` gets it too
+    (TensorBoard event files in ``<run>/tensorboard/`` by default, :mod:`comprl.tracking`).
 
     A checkpoint is written every ``config.checkpoint_every`` steps and after the last (:mod:`comprl.checkpoint`).
     With ``resume``, a run folder of that name (give ``name``) continues from its checkpoint: the rows logged
@@ -245,6 +246,9 @@ def run_experiment(
     if resume and resumed is None:
         run.clear()
     run.rollback(resumed.step if resumed else 0)
+    tracker = tracking.open_tracker(  # first, so that a missing extra stops the run before anything is loaded
+        config.tracker, run.tensorboard_path, run.path.name, config.to_dict(), resumed.step if resumed else None
+    )
     random.seed(config.seed)
     np.random.seed(config.seed)
     torch.manual_seed(config.seed)
@@ -253,6 +257,7 @@ def run_experiment(
 
     def record(step: int, phase: str, metrics: dict[str, float]) -> None:
         run.log(step, phase, metrics)
+        tracker.log(step, phase, metrics)
         if callback is not None:
             callback(step, metrics, phase)
 
@@ -309,6 +314,7 @@ def run_experiment(
             if learners.workers is not None:
                 learners.workers.close()
             report = experience.close()
+            tracker.close()
         if config.uses_experience:
             say.info("experience manager closed: %s", report)
     return run
@@ -324,6 +330,12 @@ def trained_actor(run: Run | str | Path) -> tuple[HFEngine, ExperimentConfig]:
     actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor)
     actor.load_weights(weights)
     return HFEngine(actor.model, tokenizer, adapter_dtype=config.actor.generation_adapter_dtype), config
+
+
+def base_actor(config: ExperimentConfig) -> HFEngine:
+    """The untrained actor every run of ``config`` starts from (its base model, no adapters), ready to generate."""
+    model, tokenizer = _base_model(config, resolve_device(config))
+    return HFEngine(model, tokenizer)
 
 
 def evaluate_trained(run: Run | str | Path, episodes: int | None = None, progress: bool = False) -> dict[str, float]:

@@ -1,7 +1,8 @@
 """Run storage: a run folder with its config, metrics database, figures and tables, and reading runs back.
 
 A run is a folder under ``results/`` holding ``config.json`` and ``run.duckdb`` (table ``metrics``: one row per
-step and phase). Anything that can read DuckDB or pandas can read it; :func:`load_metrics` gathers many runs.
+step and phase, the store of record; the same rows also stream to the config's tracker, :mod:`comprl.tracking`).
+Anything that can read DuckDB or pandas can read it; :func:`load_metrics` gathers many runs.
 The paper's tables and plots made from those rows live in :mod:`comprl.kit.report`.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,6 +26,8 @@ from comprl.config import ExperimentConfig
 _COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 FINISHED = "finished"
 """The file a run writes into its folder when it is done."""
+NOT_COMPARED = {"tracker"}
+"""Config fields that change no row of a run: a run of another tracker is the same run (resumed, linked, found)."""
 
 
 @dataclass(frozen=True)
@@ -61,8 +65,10 @@ class Run:
         return run
 
     def clear(self) -> None:
-        """Delete what a run wrote into this folder (metrics, bank, checkpoints, the finished mark); keep the rest."""
+        """Delete what a run wrote into this folder (metrics and their TensorBoard events, bank, checkpoints, the
+        finished mark); keep the rest."""
         checkpoint.discard(self.path)
+        shutil.rmtree(self.tensorboard_path, ignore_errors=True)
         for path in [self.db_path, self.bank_path, self.path / FINISHED]:
             for file in [path, *path.parent.glob(f"{path.name}.*")]:  # with the .wal, .holder, .queue.jsonl beside it
                 file.unlink(missing_ok=True)
@@ -70,6 +76,11 @@ class Run:
     @property
     def db_path(self) -> Path:
         return self.path / "run.duckdb"
+
+    @property
+    def tensorboard_path(self) -> Path:
+        """The TensorBoard event files of the run's rows (``tracker="tensorboard"``, :mod:`comprl.tracking`)."""
+        return self.path / "tensorboard"
 
     @property
     def bank_path(self) -> Path:
@@ -185,6 +196,8 @@ def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> 
     """``field: old -> new`` for every config field that differs, nested ones dotted."""
     out = []
     for key in sorted(set(old) | set(new)):
+        if not prefix and key in NOT_COMPARED:
+            continue
         a, b = old.get(key), new.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
             out += _differences(a, b, f"{prefix}{key}.")

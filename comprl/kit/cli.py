@@ -7,6 +7,8 @@
     comprl profiles
     comprl reproduce --profile cpu               # every notebook, then results/REPORT.md (comprl.kit.reproduce)
     comprl reproduce --profile cpu --jobs 2      # the same, two runs at once, one core each
+    comprl export results/demo/01_single_task/comp_rl_seed0 bundle/    # a run as a bundle (comprl.kit.export)
+    comprl eval bundle/ --episodes 32 --csv eval.csv     # held-out success, 95% Wilson intervals (comprl.kit.evaluate)
 """
 
 from __future__ import annotations
@@ -79,7 +81,46 @@ def main(argv: list[str] | None = None) -> int:
         help="with --dry-run: a measurement of benchmarks/rollout_throughput.py --json to turn the token budget into "
         "step times (default: the files in RESULTS/throughput/ measured on the profile's kind of device)",
     )
+    ev = sub.add_parser(
+        "eval", help="success with 95%% Wilson intervals of a run, bundle or base model on fixed held-out seeds",
+        description="Plays each task's first N held-out seeds, each episode alone on a random stream of its own, "
+        "so that results never depend on batch size, workers or chunking (comprl.kit.evaluate); writes the "
+        "per-episode CSV and the seed manifest beside it.",
+    )
+    ev.add_argument("source", metavar="RUN_OR_BUNDLE_OR_MODEL", help="a run folder, a bundle, or a model name")
+    ev.add_argument("--episodes", type=int, default=None, help="held-out seeds per task (default: the config's)")
+    ev.add_argument("--tasks", nargs="+", default=None, metavar="ENV_ID", help="these tasks only (default: all)")
+    mode = ev.add_mutually_exclusive_group()
+    mode.add_argument("--with-experience", dest="experience", action="store_const", const="with",
+                      help="only the episodes guided by the run's final bank")
+    mode.add_argument("--without-experience", dest="experience", action="store_const", const="without",
+                      help="only the experience-free episodes (default: both when the run has a bank)")
+    ev.add_argument("--profile", default="cpu", help=f"a base model's settings, one of: {', '.join(PROFILES)}")
+    ev.add_argument("--csv", type=Path, default=None,
+                    help="per-episode rows (default: eval_<name>.csv here); the seed manifest goes beside it")
+    export = sub.add_parser("export", help="write a run as a self-describing bundle (Parquet bank, card, hashes)")
+    export.add_argument("run", type=Path, help="the run folder")
+    export.add_argument("dir", type=Path, help="the bundle's folder (new, empty, or an older bundle)")
     args = parser.parse_args(argv)
+
+    if args.command == "eval":
+        from comprl.kit import evaluate
+
+        rows, record = evaluate.evaluate_source(
+            args.source, args.episodes, args.tasks, args.experience, args.profile, progress=True
+        )
+        csv = args.csv or Path(f"eval_{Path(args.source).name}.csv")
+        beside = evaluate.write(rows, record, csv)
+        print(evaluate.report(evaluate.summary(rows)))
+        print(f"comprl: per-episode rows in {csv}, seed manifest in {beside}")
+        return 0
+
+    if args.command == "export":
+        from comprl.kit.export import export_run
+
+        print(f"comprl: bundle in {export_run(args.run, args.dir)}")
+        return 0
+
 
     if args.command == "reproduce":
         from comprl.kit import reproduce

@@ -25,6 +25,7 @@ import pandas as pd
 
 from comprl.experience.bank import BankFileError, Embedder, ExperienceBank
 from comprl.experience.bank.store import check_bank_file
+from comprl.kit.export import RecordedEmbedder, bank_from_bundle, is_bundle
 from comprl.runs import Run
 
 ENTRY_TABLE_COLUMNS: tuple[str, ...] = (
@@ -80,29 +81,14 @@ def _cell(value: Any) -> str:
     return html.escape(str(value))
 
 
-class _StoredEmbedder(Embedder):
-    """The embedder named in a bank file, with the vector size read from the file.
-
-    Knowing the size lets :class:`ExperienceBank` open the file without loading the model; the model loads on the
-    first :meth:`encode`, i.e. the first retrieval query.
-    """
-
-    def __init__(self, model: str, dim: int) -> None:
-        super().__init__(model)
-        self._dim = dim
-
-    @property
-    def dim(self) -> int:
-        """Embedding size as recorded in the bank file."""
-        return self._dim
-
-
 def _bank_file(run_or_path: Run | str | Path) -> Path:
-    """The bank file of a run, a run folder, or a bank file given directly."""
+    """The bank file of a run, a run folder, or a bank file given directly; a bundle's folder as it is."""
     if isinstance(run_or_path, Run):
         path = run_or_path.bank_path
     else:
         path = Path(run_or_path)
+        if is_bundle(path):
+            return path
         path = Run(path).bank_path if path.is_dir() else path
     if not path.is_file():
         raise FileNotFoundError(f"no experience bank at {path} (runs of method 'baseline' have none)")
@@ -138,7 +124,8 @@ def _close_snapshot(bank: ExperienceBank, folder: str) -> None:
 class BankExplorer:
     """Browse a run's experience bank step by step: entries, changes, provenance, retrieval, log counters.
 
-    ``run_or_path`` is a :class:`~comprl.runs.Run`, a run folder, or a bank file. The explorer opens a copy of the
+    ``run_or_path`` is a :class:`~comprl.runs.Run`, a run folder, a bank file, or a bundle
+    (:mod:`comprl.kit.export`; its bank is rebuilt from Parquet). The explorer opens a copy of the
     file (and of its write-ahead log), taken when it is built and again on :meth:`reload`; the run's file is only
     read, so a training loop may keep writing to it. A copy taken while the writer checkpoints may fail to open:
     reload. A file that is not a bank, of another schema version or damaged is refused with
@@ -166,10 +153,13 @@ class BankExplorer:
     def _open_snapshot(self) -> None:
         folder = tempfile.mkdtemp(prefix="comprl-bank-")
         try:
-            copy = _copy_bank(self.path, Path(folder))
+            if is_bundle(self.path):  # the bank rebuilt from the bundle's Parquet files
+                copy = bank_from_bundle(self.path, Path(folder) / "bank.duckdb")
+            else:
+                copy = _copy_bank(self.path, Path(folder))
             meta = _bank_meta(copy, self.path)
             bank = ExperienceBank(
-                copy, _StoredEmbedder(meta["embedder"], int(meta["dim"])), use_vss=False, index="exact"
+                copy, RecordedEmbedder(meta["embedder"], int(meta["dim"])), use_vss=False, index="exact"
             )
         except BaseException as error:
             shutil.rmtree(folder, ignore_errors=True)
