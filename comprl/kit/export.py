@@ -1,0 +1,314 @@
+"""A run as a self-describing bundle: ``comprl export RUN DIR``, and reading one back.
+
+A bundle is a folder anyone can read without comprl (Parquet, JSON, safetensors) and comprl can open as a run:
+
+``actor_adapters.safetensors``  the trained actor's LoRA adapters, copied from the run (LoRA runs only)
+``bank_entries.parquet``        the experience bank's ``entries`` table, embeddings included (runs with a bank)
+``bank_operations.parquet``     its append-only ``operations`` log
+``bank_meta.parquet``           its ``meta`` rows (embedder, dimension, schema version)
+``metrics.parquet``             the run's metric rows (``run.duckdb``'s ``metrics`` table), when it has them
+``config.json``                 the run's config
+``versions.json``               the versions of Python and the packages that wrote the run's numbers
+``README.md``                   a model card in the Hugging Face layout (front matter, results, usage, citation)
+``bundle.json``                 the manifest: format, version, and every other file with its size and sha256
+
+:func:`open_bundle` rebuilds the run folder (``config.json``, adapters, ``bank.duckdb``, ``run.duckdb``) from a
+bundle after checking every hash, so that whatever reads a run (``comprl eval``, :func:`comprl.loop.trained_actor`,
+:class:`comprl.kit.widgets.BankExplorer`) reads a bundle the same way; :func:`opened` does it in a temporary
+folder. Nothing here touches the network: uploading is the one ``hf upload`` command the card names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import json
+import math
+import platform
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+import pandas as pd
+
+import comprl
+from comprl.checkpoint import ACTOR_ADAPTERS
+from comprl.config import ExperimentConfig
+from comprl.experience.bank import Embedder, ExperienceBank
+from comprl.experience.bank.store import check_bank_file
+from comprl.runs import Run
+
+MANIFEST = "bundle.json"
+FORMAT = "comprl run bundle"
+FORMAT_VERSION = 1
+"""Layout of the bundle this code writes and reads (the files of the module docstring); stored in the manifest."""
+
+BANK_TABLES = ("entries", "operations", "meta")
+"""The bank's tables, each written to ``bank_<table>.parquet``."""
+
+METRICS = "metrics.parquet"
+VERSIONS = "versions.json"
+PACKAGES = ("torch", "transformers", "peft", "duckdb", "comprl")
+"""Packages whose versions a bundle records (with Python's)."""
+
+HUB_IDS = {"smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct", "gemma3-270m": "google/gemma-3-270m"}
+"""The Hugging Face id of each built-in model (the card's ``base_model``); ``tiny-random`` has none."""
+
+PAPER = "https://arxiv.org/abs/2603.17621"
+
+
+class BundleError(ValueError):
+    """A folder that is not a readable bundle: no manifest, another format or version, or a file whose size or
+    hash differs from the manifest's."""
+
+
+def is_bundle(path: str | Path) -> bool:
+    """Whether ``path`` is a bundle folder (it holds a manifest)."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:
+    """Write the bundle of the run folder ``run_dir`` into ``out_dir`` (created; an existing bundle there is
+    replaced, any other non-empty folder refused) and return ``out_dir``."""
+    run, out = Run(Path(run_dir)), Path(out_dir)
+    if not (run.path / "config.json").is_file():
+        raise FileNotFoundError(f"{run.path} is not a run folder: it has no config.json")
+    if out.exists() and any(out.iterdir()) and not is_bundle(out):
+        raise FileExistsError(f"{out} is not empty and holds no bundle; accepted: a new, empty or bundle folder")
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    shutil.copyfile(run.path / "config.json", out / "config.json")
+    if (run.path / ACTOR_ADAPTERS).is_file():
+        shutil.copyfile(run.path / ACTOR_ADAPTERS, out / ACTOR_ADAPTERS)
+    if run.bank_path.is_file():
+        _bank_to_parquet(run.bank_path, out)
+    metrics = run.metrics()
+    if not metrics.empty:
+        with duckdb.connect() as con:
+            con.register("rows", metrics)
+            con.execute(f"COPY rows TO {_sql_path(out / METRICS)} (FORMAT parquet)")
+    (out / VERSIONS).write_text(json.dumps(package_versions(), indent=2) + "\n")
+    card = model_card(run.config(), metrics, run.path.name, sorted(p.name for p in out.iterdir()))
+    (out / "README.md").write_text(card)
+    files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(out.iterdir())}
+    manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "run": run.path.name, "files": files}
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return out
+
+
+def _bank_to_parquet(bank_file: Path, out: Path) -> None:
+    """The bank's tables as Parquet, read from a private copy (the run's file is never opened for writing)."""
+    with tempfile.TemporaryDirectory(prefix="comprl-export-") as folder:
+        copy = Path(folder) / bank_file.name
+        shutil.copyfile(bank_file, copy)
+        if bank_file.with_name(bank_file.name + ".wal").exists():  # commits not yet checkpointed
+            shutil.copyfile(bank_file.with_name(bank_file.name + ".wal"), copy.with_name(copy.name + ".wal"))
+        with duckdb.connect(str(copy)) as con:
+            check_bank_file(con, con.execute("SELECT current_database()").fetchone()[0], bank_file)
+            order = {"entries": "id", "operations": "seq", "meta": "key"}
+            for table in BANK_TABLES:
+                target = _sql_path(out / f"bank_{table}.parquet")
+                con.execute(f"COPY (FROM {table} ORDER BY {order[table]}) TO {target} (FORMAT parquet)")
+
+
+def package_versions() -> dict[str, str | None]:
+    """Python's version and each of :data:`PACKAGES`' (None when not installed)."""
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = comprl.__version__ if name == "comprl" else None
+    return found
+
+
+def model_card(config: ExperimentConfig, metrics: pd.DataFrame, name: str, files: list[str]) -> str:
+    """The bundle's README.md: YAML front matter for the Hugging Face Hub, then what the run is, how it was
+    trained, its held-out results, how to use it and what to cite."""
+    tasks = list(config.mixture().batch)
+    base = HUB_IDS.get(config.model, config.model if "/" in config.model else None)
+    front = ["---", "library_name: comprl", "license: apache-2.0"]
+    if base is not None:
+        front.append(f"base_model: {base}")
+    front += ["tags:", *(f"- {tag}" for tag in ["reinforcement-learning", "complementary-rl", config.method, *tasks])]
+    front.append("---")
+    adapters = ACTOR_ADAPTERS in files
+    has_bank = "bank_entries.parquet" in files
+    trained = [
+        ("method", config.method), ("tasks", ", ".join(tasks)), ("actor model", config.model),
+        ("steps", config.steps), ("task instances per step", config.batch_instances),
+        ("rollouts per instance", config.group_size), ("turns per episode", config.max_turns),
+        ("actor learning rate", config.actor.learning_rate), ("LoRA rank", config.actor.lora_rank or "full"),
+        ("sampling temperature", config.rollout.temperature),
+        ("constrained choice", config.rollout.constrained_actions), ("seed", config.seed),
+    ]
+    if config.uses_experience:
+        trained += [("extractor model", config.extractor.model), ("bank embedder", config.bank.embedder)]
+    lines = [
+        *front, "", f"# {name}: a Complementary RL run made with comprl", "",
+        f"A run of comprl, the reproduction kit of Complementary RL ([arXiv 2603.17621]({PAPER})), in which "
+        "an LLM actor trained with GRPO learns alongside an experience extractor that writes lessons into a bank "
+        "the actor reads. This bundle holds "
+        + ", ".join(
+            part for part, present in [
+                ("the actor's LoRA adapters (`actor_adapters.safetensors`, float16)", adapters),
+                ("the final experience bank as Parquet (`bank_entries.parquet` with the embeddings, "
+                 "`bank_operations.parquet`, the log of every change)", has_bank),
+                ("the metric rows (`metrics.parquet`)", METRICS in files),
+            ] if present
+        )
+        + " and the run's `config.json`; `versions.json` names the packages that produced it and `bundle.json` "
+        "lists every file with its sha256.",
+        "", "## Training", "", "| setting | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in trained),
+        "", "The full configuration is `config.json` (`comprl.config.ExperimentConfig.from_dict` reads it).",
+        "", "## Held-out results", "", *_results(metrics, config),
+        "", "## Use", "", "```bash", "pip install comprl",
+        "comprl eval ./BUNDLE --episodes 32                     # success with 95% Wilson intervals, per task",
+        "comprl eval ./BUNDLE --without-experience --csv eval.csv",
+        "```", "", "```python",
+        "from comprl.kit.export import opened", "from comprl.kit.widgets import BankExplorer",
+        "from comprl.loop import trained_actor", "",
+        "explorer = BankExplorer(\"./BUNDLE\")           # the bank, step by step" if has_bank else "",
+        "with opened(\"./BUNDLE\") as run:               # the bundle as a run folder",
+        "    engine, config = trained_actor(run)       # base model + adapters, ready to generate" if adapters
+        else "    config = run.config()",
+        "```", "",
+        "Upload (needs `pip install huggingface_hub` and a token; comprl never uploads on its own):", "",
+        "```bash", f"hf upload YOUR_NAME/{name} ./BUNDLE .   # or: huggingface-cli upload YOUR_NAME/{name} ./BUNDLE .",
+        "```", "",
+        "## Citation", "",
+        f"The method is the one of the Complementary RL paper, arXiv 2603.17621 ({PAPER}); cite it for the method, "
+        "and the base model's own card for the weights.", "",
+        "```bibtex", "@misc{complementary_rl_2603_17621,", "  eprint = {2603.17621},", "  archivePrefix = {arXiv},",
+        f"  url = {{{PAPER}}},", "}", "```", "",
+    ]
+    return "\n".join(line for line in lines if line is not None)
+
+
+def _results(metrics: pd.DataFrame, config: ExperimentConfig) -> list[str]:
+    """The evaluation rows of the metrics as a table (step, success without and with experience)."""
+    if metrics.empty or "phase" not in metrics or not (metrics["phase"] == "eval").any():
+        return ["The run folder held no evaluation rows; `comprl eval` measures them."]
+    rows = metrics[metrics["phase"] == "eval"]
+    guided = "guided_success_rate" in rows
+    out = [
+        f"Success rate on {config.eval_episodes} held-out episodes per task (seeds from "
+        f"`comprl.envs.base.EVAL_SEED_OFFSET`), sampled at temperature {config.eval_temperature}:", "",
+        "| after step | without experience |" + (" with experience |" if guided else ""),
+        "|---|---|" + ("---|" if guided else ""),
+    ]
+    for row in rows.itertuples(index=False):
+        cells = [f"{row.success_rate:.3f}"]
+        if guided:
+            cells.append("" if _missing(row.guided_success_rate) else f"{row.guided_success_rate:.3f}")
+        out.append(f"| {row.step} | " + " | ".join(cells) + " |")
+    return out
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def read_manifest(bundle: str | Path) -> dict:
+    """The bundle's manifest, after checking its format and every file's size and sha256 (:class:`BundleError`)."""
+    bundle = Path(bundle)
+    if not is_bundle(bundle):
+        raise BundleError(f"{bundle} is not a bundle: it has no {MANIFEST} (comprl export RUN DIR writes one)")
+    manifest = json.loads((bundle / MANIFEST).read_text())
+    if (manifest.get("format"), manifest.get("format_version")) != (FORMAT, FORMAT_VERSION):
+        raise BundleError(
+            f"{bundle}: format {manifest.get('format')!r} version {manifest.get('format_version')!r}; this comprl "
+            f"reads {FORMAT!r} version {FORMAT_VERSION}"
+        )
+    for name, expected in manifest["files"].items():
+        path = bundle / name
+        if not path.is_file():
+            raise BundleError(f"{bundle}: {name} is listed in {MANIFEST} but missing")
+        if path.stat().st_size != expected["bytes"] or _sha256(path) != expected["sha256"]:
+            raise BundleError(f"{bundle}: {name} differs from the sha256 in {MANIFEST} (changed or damaged)")
+    return manifest
+
+
+def bank_from_bundle(bundle: str | Path, bank_file: str | Path) -> Path:
+    """Rebuild the bundle's bank as the DuckDB bank ``bank_file`` (a new file): the store makes the empty bank,
+    its tables are filled from the Parquet files, and it is opened once more to check it."""
+    bundle, bank_file = Path(bundle), Path(bank_file)
+    read_manifest(bundle)
+    if not (bundle / "bank_entries.parquet").is_file():
+        raise FileNotFoundError(f"{bundle} holds no experience bank (runs of method 'baseline' have none)")
+    if bank_file.exists():
+        raise FileExistsError(f"{bank_file} exists; bank_from_bundle writes a new file")
+    with duckdb.connect() as con:
+        meta = dict(con.execute(f"SELECT key, value FROM read_parquet({_sql_path(bundle / 'bank_meta.parquet')})")
+                    .fetchall())
+    embedder = RecordedEmbedder(meta["embedder"], int(meta["dim"]))
+    ExperienceBank(bank_file, embedder, use_vss=False, index="exact").close()  # the store's own empty bank
+    with duckdb.connect(str(bank_file)) as con:
+        for table in ("entries", "operations"):
+            con.execute(f"INSERT INTO {table} FROM read_parquet({_sql_path(bundle / f'bank_{table}.parquet')})")
+    ExperienceBank(bank_file, embedder, use_vss=False, index="exact").close()  # checks the file it made
+    return bank_file
+
+
+class RecordedEmbedder(Embedder):
+    """The embedder named in a bank, with the vector size the bank records.
+
+    Knowing the size lets :class:`ExperienceBank` open the bank without loading the model; the model loads on the
+    first :meth:`encode`, i.e. the first retrieval query.
+    """
+
+    def __init__(self, model: str, dim: int) -> None:
+        super().__init__(model)
+        self._dim = dim
+
+    @property
+    def dim(self) -> int:
+        """Embedding size as recorded in the bank."""
+        return self._dim
+
+
+def open_bundle(bundle: str | Path, into: str | Path) -> Run:
+    """The run folder a bundle was made from, rebuilt in ``into`` (a new or empty folder): ``config.json``, the
+    adapters, ``bank.duckdb`` and ``run.duckdb``, after :func:`read_manifest` checked every file."""
+    bundle, run = Path(bundle), Run(Path(into))
+    read_manifest(bundle)
+    if run.path.exists() and any(run.path.iterdir()):
+        raise FileExistsError(f"{run.path} is not empty; open_bundle writes a run folder into a new or empty one")
+    run.path.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(bundle / "config.json", run.path / "config.json")
+    if (bundle / ACTOR_ADAPTERS).is_file():
+        shutil.copyfile(bundle / ACTOR_ADAPTERS, run.path / ACTOR_ADAPTERS)
+    if (bundle / "bank_entries.parquet").is_file():
+        bank_from_bundle(bundle, run.bank_path)
+    if (bundle / METRICS).is_file():
+        with duckdb.connect(str(run.db_path)) as con:
+            con.execute(f"CREATE TABLE metrics AS FROM read_parquet({_sql_path(bundle / METRICS)})")
+    return run
+
+
+@contextlib.contextmanager
+def opened(run_or_bundle: str | Path | Run) -> Iterator[Run]:
+    """A run folder as it is, or a bundle rebuilt as one (:func:`open_bundle`) in a temporary folder deleted on
+    exit."""
+    path = run_or_bundle.path if isinstance(run_or_bundle, Run) else Path(run_or_bundle)
+    if not is_bundle(path):
+        yield Run(path)
+        return
+    with tempfile.TemporaryDirectory(prefix="comprl-bundle-") as folder:
+        yield open_bundle(path, Path(folder) / path.name)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _sql_path(path: Path) -> str:
+    """A path as a DuckDB string literal."""
+    return "'" + str(path).replace("'", "''") + "'"
