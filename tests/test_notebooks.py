@@ -51,6 +51,13 @@ def test_notebook_kernels_listen_on_unix_sockets_not_tcp_ports():
     assert not any(os.path.exists(path) for path in sockets)  # cleaned up with the kernel
 
 
+def _kernel_lines(out: str) -> tuple[list[str], list[str]]:
+    """The lines ``comprl run`` printed up to its ``results in`` line (the kernel's), and the closing summary after."""
+    lines = out.splitlines()
+    end = next(i for i, line in enumerate(lines) if line.startswith("comprl: results in"))
+    return lines[: end + 1], lines[end + 1 :]
+
+
 def test_notebook_01_runs_comp_rl_and_baseline_side_by_side(tmp_path, seeded_bank, capfd):
     out = tmp_path / "nb01"
     overrides = json.dumps({"bank.init_from": str(seeded_bank)})
@@ -59,8 +66,12 @@ def test_notebook_01_runs_comp_rl_and_baseline_side_by_side(tmp_path, seeded_ban
         == 0
     )
     printed = capfd.readouterr()
-    lines = printed.out.splitlines()
+    lines, summary = _kernel_lines(printed.out)
     assert [line for line in lines if not LOG_LINE.match(line)] == []  # no config dump, tables, widget reprs
+    # the command ends on the summary table (before/after, with experience, random policy) and the figures' paths
+    assert summary[0] == "comprl: summary.csv" and "success_after" in summary[1] and "random_policy" in summary[1]
+    assert sum(line.split()[0] in ("baseline", "comp_rl") for line in summary[2:]) == 2
+    assert f"  {out / 'learning_curve.png'}" in summary
     assert sum("step 1/2" in line for line in lines) == 2 and sum("eval after step" in line for line in lines) == 4
     bars = printed.err.replace("\r", "\n").splitlines()
     assert any(line.startswith("comp_rl on comprl/Room") and "2/2" in line for line in bars)  # a text progress bar
@@ -160,7 +171,7 @@ def test_notebook_02_builds_table_1_and_the_task_scaling_figure(tmp_path):
 def test_notebook_04_runs_every_ablation_as_a_variant_of_comp_rl(tmp_path, capfd):
     out = tmp_path / "nb04"
     assert main(["run", "04_ablations", "--profile", "smoke", "--output-dir", str(out)]) == 0
-    lines = capfd.readouterr().out.splitlines()
+    lines, _ = _kernel_lines(capfd.readouterr().out)
     assert [line for line in lines if not LOG_LINE.match(line)] == []  # one line per step and evaluation, no tables
     variants = ["comp_rl", "no_merge", "no_search_and_ask", "no_split_advantages", "shared_weights"]
     assert sorted(line.split(":")[0] for line in lines if "step 2/2" in line) == sorted(f"{v}_seed0" for v in variants)
@@ -183,7 +194,7 @@ def test_notebook_04_runs_every_ablation_as_a_variant_of_comp_rl(tmp_path, capfd
 def test_notebook_03_runs_comp_rl_once_per_extractor_and_tables_them(tmp_path, capfd):
     out = tmp_path / "nb03"
     assert main(["run", "03_extractor_size", "--profile", "smoke", "--output-dir", str(out)]) == 0
-    lines = capfd.readouterr().out.splitlines()
+    lines, _ = _kernel_lines(capfd.readouterr().out)
     assert [line for line in lines if not LOG_LINE.match(line)] == []  # one line per step and evaluation, no tables
     labels = ["tiny-random A", "tiny-random B"]  # the smoke profile's pair: the tiny random model twice
     names = ["comp_rl_tiny_random_A_seed0", "comp_rl_tiny_random_B_seed0"]

@@ -18,7 +18,9 @@ import sys
 from pathlib import Path
 
 from comprl.config import PROFILES
-from comprl.kit.notebook_runner import REPO_ROOT, parameters_help, parse_value, paths_from_here, run_notebook
+from comprl.kit.notebook_runner import (
+    REPO_ROOT, closing_summary, parameters_help, parse_value, paths_from_here, run_notebook,
+)
 
 
 class _RunHelp(argparse.Action):
@@ -155,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     params = {key: paths_from_here(key, parse_value(value)) for key, value in args.param}
     out = run_notebook(args.notebook, args.profile, params, args.output_dir, resume=args.resume)
     print(f"comprl: results in {out}")
+    if summary := closing_summary(out):
+        print(summary)
     return 0
 
 

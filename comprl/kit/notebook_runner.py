@@ -240,6 +240,28 @@ def repository_relative(executed: Path) -> None:
         executed.write_text(relative)
 
 
+HEADLINE_TABLES = ("summary.csv", "table1_vs_paper.csv", "table1.csv", "overhead.csv")
+"""The table a notebook's run ends on, the first of these it wrote: 01, 03 and 04 write ``summary.csv`` (success
+before and after, with and without experience, and a random policy's), 02 Table 1 beside the paper's, 05 the
+rollout overhead per mode and batch size."""
+
+
+def closing_summary(output_dir: Path) -> str:
+    """What ``comprl run`` prints after a notebook: its headline table (:data:`HEADLINE_TABLES`) and the paths of
+    its figures; empty when it wrote neither."""
+    import pandas as pd
+
+    parts = []
+    table = next((output_dir / name for name in HEADLINE_TABLES if (output_dir / name).is_file()), None)
+    if table is not None:
+        frame = pd.read_csv(table)
+        parts.append(f"comprl: {table.name}\n" + frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    figures = sorted(p for p in output_dir.iterdir() if p.suffix in (".png", ".pdf"))
+    if figures:
+        parts.append("comprl: figures\n" + "\n".join(f"  {p}" for p in figures))
+    return "\n".join(parts)
+
+
 PATH_PARAMS = ("reuse", "reference_dir", "run_dir", "results_dir")
 """Notebook parameters that name folders. A notebook runs in ``notebooks/``, so a relative path given on the
 command line is made absolute against the caller's working directory first (the notebooks' defaults stay relative
