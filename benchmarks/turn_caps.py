@@ -11,14 +11,15 @@ part. The default invocation took 4-5 min on one busy core.
 
 Policies:
 
-- expert: MiniHack, the screen-reading `StairsSeeker` (`comprl.envs.minihack.solvers`; it also fetches KeyRoom's
-  key and opens the door); Sokoban, a shortest solution from `comprl.envs.sokoban.solver.solve` replayed;
-  ALFWorld, `comprl.envs.alfworld.official.expert_plan` (the walkthrough written into exported games: it reads
-  where the goal objects are from the scene, as ALFWorld's handcoded expert reads the game state); WebShop, a
-  scripted shopper (`webshop_expert`, below) that knows the goal: it searches the goal's instruction, pages to
-  the goal product, clicks it, selects the goal's options and buys. SWE-lite is skipped (`SKIPPED`). The
-  Sokoban, ALFWorld and WebShop experts know the solution or where the goal is, so their turns are a floor on
-  what a player who has to look needs; the MiniHack seeker explores what it cannot see.
+- expert (`comprl.kit.reference_bank.expert`, beside the reference bank's lessons made from it): MiniHack, the
+  screen-reading `StairsSeeker` (`comprl.envs.minihack.solvers`; it also fetches KeyRoom's key and opens the
+  door); Sokoban, a shortest solution from `comprl.envs.sokoban.solver.solve` replayed; ALFWorld,
+  `comprl.envs.alfworld.official.expert_plan` (the walkthrough written into exported games: it reads where the
+  goal objects are from the scene, as ALFWorld's handcoded expert reads the game state); WebShop, a scripted
+  shopper (`webshop_expert`) that knows the goal: it searches the goal's instruction, pages to the goal product,
+  clicks it, selects the goal's options and buys. SWE-lite is skipped (`SKIPPED`). The Sokoban, ALFWorld and
+  WebShop experts know the solution or where the goal is, so their turns are a floor on what a player who has to
+  look needs; the MiniHack seeker explores what it cannot see.
 - random: each turn an action drawn uniformly from ``info["admissible_actions"]``, the list the actor's
   constrained choice draws from. WebShop's search page lists only ``search[<your query>]``, which the random
   policy sends as it is (the actor fills the placeholder with free text): that search finds nothing, so the
@@ -40,7 +41,7 @@ from __future__ import annotations
 import argparse
 import csv
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,17 +50,16 @@ import gymnasium
 import numpy as np
 
 from comprl.config import PROFILES
-from comprl.envs import ENV_IDS, make
+from comprl.envs import make
 from comprl.envs.alfworld.scenes import split_size
 from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN, EVAL_SEED_OFFSET
 from comprl.envs.mixture import MIXTURES, task_name
+from comprl.kit.reference_bank import MINIHACK_IDS, Policy, expert
 
 TASKS: tuple[str, ...] = tuple(
     dict.fromkeys((*MIXTURES["3-task"], *MIXTURES["6-task"], PROFILES["cpu"].env_id, PROFILES["paper"].env_id))
 )
 """The env ids measured: both mixtures' tasks and the single-task Room ids (lit: cpu profile; dark: paper)."""
-MINIHACK_IDS = frozenset(env_id for env_id in ENV_IDS if "minihack" in str(gymnasium.spec(env_id).entry_point))
-"""The MiniHack env ids, played by the `StairsSeeker`."""
 DEFAULT_CAPS = (3, 6, 8, 10, 12, 15, 20, 30)
 DEFAULT_SEEDS = {env_id: 500 for env_id in TASKS} | {"comprl/ALFWorld-v0": split_size("eval")}
 """Held-out seeds per task when ``--seeds`` is not given: 500 (WebShop's test goals), ALFWorld's 134 evaluation
@@ -70,49 +70,6 @@ SKIPPED = {
 }
 """Env ids left out, with the reason printed."""
 DEFAULT_CSV = Path("results/design/turn_caps.csv")
-
-Policy = Callable[[dict[str, Any]], "str | None"]
-"""An episode's policy: the next action word given the latest ``info``; None when it has nothing left to play."""
-
-
-def webshop_expert(env: Any) -> Iterator[str]:
-    """Shop for the goal the way a user who knows it would: search its instruction, page through the results to
-    the goal product, open it, select the goal's options, buy. Reads the env's public state (`goal`,
-    `action_words`) between moves; stops (gives up) when the product is not among the search's results."""
-    goal = env.goal
-    yield f"search[{goal.instruction}]"
-    product = f"click[{goal.asin.lower()}]"
-    while product not in env.action_words:
-        if "click[next >]" not in env.action_words:
-            return
-        yield "click[next >]"
-    yield product
-    for value in goal.options.values():
-        yield f"click[{value.lower()}]"
-    yield "click[buy now]"
-
-
-def expert(env_id: str, env: Any) -> Policy:
-    """The expert policy of one episode of `env_id`, just reset (`env` is the unwrapped env)."""
-    if env_id in MINIHACK_IDS:
-        from comprl.envs.minihack.solvers import StairsSeeker  # Needs nle, like the env itself.
-
-        seeker = StairsSeeker()
-        return lambda info: seeker.act(env)
-    if env_id == "comprl/Sokoban-6x6-2box-v0":
-        from comprl.envs.sokoban.solver import solve
-
-        moves: Iterator[str] = iter(solve(env.level.room, env.state) or ())
-    elif env_id == "comprl/ALFWorld-v0":
-        from comprl.envs.alfworld.official import expert_plan
-
-        moves = iter(expert_plan(env.scene))
-    elif env_id == "comprl/WebShop-Small-v0":
-        moves = webshop_expert(env)
-    else:
-        raise ValueError(f"no expert for {env_id!r}; accepted: {', '.join(TASKS)}")
-    return lambda info: next(moves, None)
-
 
 def random_policy(rng: np.random.Generator) -> Policy:
     """Uniform over the admissible actions the env lists each turn."""
