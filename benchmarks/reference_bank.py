@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import math
 import shutil
 import tempfile
 import time
@@ -39,22 +38,13 @@ from comprl.experience import connect
 from comprl.kit.reference_bank import (
     MINIHACK_IDS, REFERENCE_TASKS, ROOM_LIT, Turn, rule_moves, situation, write_reference_bank,
 )
+from comprl.kit.evaluate import wilson_interval
 from comprl.llm import load_model, make_engine, resolve_dtype, sharing_weights
 from comprl.loop import make_envs, resolve_device
 
 
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The 95% Wilson score interval of a success rate."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def rate(successes: int, n: int) -> str:
-    low, high = wilson(successes, n)
+    low, high = wilson_interval(successes, n)
     return f"{successes / n:.3f} [{low:.3f}, {high:.3f}]"
 
 
