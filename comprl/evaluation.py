@@ -110,6 +110,18 @@ def evaluation_rows(
                 guided = task_metrics(_play(engine, envs, config, found, free, bar))
             metrics.update({f"guided_{k}": v for k, v in guided.items() if not k.endswith("episodes")})
             metrics["guided_eval_gated"] = float(len(gated))
+            metrics.update(entries_shown(found))
+    return metrics
+
+
+def entries_shown(found: Mapping[str, list | None]) -> dict[str, float]:
+    """How many episodes of the with-experience pass were shown an entry (:func:`lookups`' answers), in all
+    (``guided_with_entry``) and, for several tasks, per task (``guided_room_with_entry``...): an evaluation "with
+    experience" whose count is 0 was played unguided."""
+    counts = {task: 0 if entries is None else sum(e is not None for e in entries) for task, entries in found.items()}
+    metrics = {"guided_with_entry": float(sum(counts.values()))}
+    if len(counts) > 1:
+        metrics.update({f"guided_{task_name(task)}_with_entry": float(n) for task, n in counts.items()})
     return metrics
 
 

@@ -218,8 +218,11 @@ def run_experiment(
     Per training step (phase ``train``, :func:`train_step`): episode metrics of the rollouts (success rate, return,
     length, invalid-action rate; for methods with experience also split into the guided and free halves),
     generation tokens/s, wall time per phase (rollout, actor update, experience calls), the actor's and extractor's
-    loss diagnostics, bank size, and extractor outputs applied or rejected by reason.
-    Evaluation rows (phase ``eval``) at step 0 and after the last step, with and without experience.
+    loss diagnostics, bank size, extractor outputs applied or rejected by reason, the fractions of them valid, cut
+    at the token cap and empty and the valid ones' length (:func:`comprl.experience.extractor.track.reply_rates`),
+    and ``guided_minus_free`` (:func:`guided_minus_free`).
+    Evaluation rows (phase ``eval``) at step 0 and after the last step, with and without experience (with
+    ``guided_with_entry``, the episodes that were shown an entry).
     ``callback`` sees every row as it is written (a live plot in a notebook); ``config.tracker`` gets it too
     (TensorBoard event files in ``<run>/tensorboard/`` by default, :mod:`comprl.tracking`).
 
@@ -393,13 +396,31 @@ class _Prefetch:
 
 
 def _halves(trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    """Success of the guided and the free half, and how many guided episodes were shown an entry."""
+    """Success of the guided and the free half, how many guided episodes were shown an entry, and
+    ``guided_minus_free`` (:func:`guided_minus_free`)."""
     guided = [t for t in trajectories if t.guided]
     return {
         "guided_success_rate": summarize(guided)["success_rate"],
         "free_success_rate": summarize([t for t in trajectories if not t.guided])["success_rate"],
         "guided_with_entry": float(sum(1 for t in guided if t.experience_ids)),
+        "guided_minus_free": guided_minus_free(trajectories),
     }
+
+
+def guided_minus_free(trajectories: Sequence[Trajectory]) -> float:
+    """The paper's mechanism read directly: for each group (task instance) whose guided half was shown a bank
+    entry, the success rate of its guided episodes that were shown one minus that of its free half, averaged over
+    those groups; NaN when no group was shown an entry. A guided episode the bank gave nothing played as a free one
+    and is left out. With ``experience.blind`` the entries were retrieved but hidden: the difference of a placebo."""
+    shown: dict[int, list[bool]] = defaultdict(list)
+    free: dict[int, list[bool]] = defaultdict(list)
+    for t in trajectories:
+        if t.guided and t.experience_ids:
+            shown[t.group].append(t.success)
+        elif not t.guided:
+            free[t.group].append(t.success)
+    differences = [np.mean(shown[g]) - np.mean(free[g]) for g in shown if free[g]]
+    return float(np.mean(differences)) if differences else float("nan")
 
 
 def _log_eval(

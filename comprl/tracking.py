@@ -4,8 +4,9 @@ MLflow or trackio. ``run.duckdb`` stays the store of record; a tracker shows the
 Each numeric value of a row becomes a scalar tagged ``<group>/<metric name>`` at the row's step; non-numeric ones
 (text) are skipped. The group: ``eval`` for evaluation rows; for training rows ``experience`` for the experience
 side's metrics (names starting with one of :data:`EXPERIENCE_PREFIXES`: bank size, extractor outputs and
-rejections, its CISPO loss and clip fraction, the manager's queue, drops and retrievals) and ``actor`` for the rest
-(episode metrics, the actor's GRPO diagnostics, tokens and timings); a row of another phase groups under its phase.
+rejections, cut and empty replies, its CISPO loss and clip fraction, the manager's queue, drops and retrievals, the
+guided-minus-free gain) and ``actor`` for the rest (episode metrics, the actor's GRPO diagnostics, tokens and
+timings); a row of another phase groups under its phase.
 
 The official code logs to TensorBoard (through verl); comprl's default writes its event files offline into the run
 folder (``<run>/tensorboard/``): ``tensorboard --logdir results/`` shows every run under it.
@@ -21,8 +22,9 @@ from typing import Any, Protocol
 
 TRACKERS = ("none", "tensorboard", "wandb", "mlflow", "trackio")
 """Accepted values of ``ExperimentConfig.tracker``."""
-EXPERIENCE_PREFIXES = ("bank_", "extractor_", "manager_", "retrieval_", "experience_")
-"""Names of training metrics that belong to the experience side's group."""
+EXPERIENCE_PREFIXES = ("bank_", "extractor_", "manager_", "retrieval_", "experience_", "guided_minus_free")
+"""Names of training metrics that belong to the experience side's group (``guided_minus_free``, the guided half's
+gain over the free half where it was shown an entry, reads the bank's usefulness, so it is shown there too)."""
 PROJECT = "comprl"
 """The W&B / trackio project and MLflow experiment runs are logged under."""
 

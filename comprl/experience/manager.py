@@ -42,7 +42,7 @@ from comprl.experience.bank import Embedder, Entry, ExperienceBank
 from comprl.experience.interface import Episode, Outcome, checked_search
 from comprl.experience.queue_file import queue_path, read_episodes, write_episodes
 from comprl.experience.extractor.trainer import ExtractorSample, ExtractorTrainer
-from comprl.experience.extractor.track import ExperienceTrack
+from comprl.experience.extractor.track import ExperienceTrack, reply_rates
 from comprl.experience.retrieval import Query, RetrievalPolicy
 from comprl.llm import HFEngine, load_model, load_tokenizer, resolve_dtype
 from comprl.policy_gradient import PolicyGradientTrainer
@@ -476,7 +476,9 @@ class ExperienceManager:
         return answer
 
     def stats(self) -> dict[str, float]:
-        """Counters since the last call (then zeroed), and gauges: queue length, bank size, extractor buffer."""
+        """Counters since the last call (then zeroed), the extractor's reply diagnostics over them
+        (:func:`~comprl.experience.extractor.track.reply_rates`), and gauges: queue length, bank size, extractor
+        buffer."""
         with self._cv:
             self._raise_background_error()
             counts, self._counts = self._counts, Counter()
@@ -487,6 +489,7 @@ class ExperienceManager:
         metrics.setdefault("manager_search_queries", 0.0)
         queries = max(metrics["manager_search_queries"], 1)
         metrics["retrieval_ms_per_query"] = 1000 * metrics.get("manager_search_seconds", 0.0) / queries
+        metrics.update(reply_rates(metrics))
         metrics.update(self._gauges)
         if updates:  # the metrics of the latest batch of updates, and how many updates there were in all
             metrics.update({f"extractor_{k}": v for k, v in updates[-1].items()})

@@ -112,3 +112,64 @@ def plot_learning_curves(
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+EXTRACTOR_DIAGNOSTICS = ("valid", "cut", "empty", "lesson_tokens", "guided_minus_free")
+"""What :func:`extractor_diagnostics` reports, over the whole run and (``_last_quarter``) over its last quarter."""
+
+
+def extractor_diagnostics(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Does the extractor write usable experience? One row per method with an extractor and env, from the ``train``
+    rows of its seeds (:func:`comprl.runs.load_metrics`):
+
+    - ``replies``: extractor replies (distillations and merges); ``valid``, ``cut``, ``empty``: the fractions of
+      them that were applied, that reached the token cap without ending, and that held no text (pooled over the
+      steps and seeds, each reply counting once);
+    - ``lesson_tokens``: generated tokens of a valid reply, on average;
+    - ``guided_minus_free``: the mean over the steps that have one (``guided_minus_free_steps`` of them, seeds
+      pooled) of the step's guided-minus-free success, read on the groups whose guided half was shown an entry;
+
+    each over the whole run, and again (``_last_quarter`` columns) over each run's last quarter of steps (the steps
+    after three quarters of its last one). NaN where a run logged none of it (runs from before these columns
+    existed have no ``cut``, ``empty`` or ``lesson_tokens``).
+    """
+    keys = ["method", "env_id"]
+    train = metrics[metrics["phase"] == "train"] if "phase" in metrics else metrics.iloc[0:0]
+    if "extractor_outputs" in train:
+        train = train[train.groupby(keys)["extractor_outputs"].transform("sum") > 0]
+    else:
+        train = train.iloc[0:0]
+    late = train[train["step"] > 0.75 * train.groupby("run")["step"].transform("max")]
+    columns = ["seeds", "replies", *EXTRACTOR_DIAGNOSTICS, "guided_minus_free_steps"]
+    rows = []
+    for (method, env), runs in train.groupby(keys, sort=False):
+        row = {"method": method, "env_id": env, "seeds": runs["run"].nunique()}
+        last = late[(late["method"] == method) & (late["env_id"] == env)]
+        for suffix, part in (("", runs), ("_last_quarter", last)):
+            row.update({f"{name}{suffix}": value for name, value in _reply_diagnostics(part).items()})
+        rows.append(row)
+    ordered = keys + columns[:1] + [f"{c}{s}" for s in ("", "_last_quarter") for c in columns[1:]]
+    return pd.DataFrame(rows, columns=ordered)
+
+
+def _reply_diagnostics(rows: pd.DataFrame) -> dict[str, float]:
+    """The columns of :func:`extractor_diagnostics` but ``seeds`` over some training rows, counts pooled."""
+
+    def share(count: str, of: str) -> float:
+        """``count`` summed over ``of`` summed, on the rows that logged ``count`` (NaN when none did)."""
+        if count not in rows:
+            return float("nan")
+        logged = rows[rows[count].notna()]
+        whole = logged[of].sum()
+        return float(logged[count].sum() / whole) if whole else float("nan")
+
+    gains = rows["guided_minus_free"].dropna() if "guided_minus_free" in rows else pd.Series(dtype=float)
+    return {
+        "replies": float(rows["extractor_outputs"].sum()),
+        "valid": share("extractor_valid", "extractor_outputs"),
+        "cut": share("extractor_cut", "extractor_outputs"),
+        "empty": share("extractor_empty", "extractor_outputs"),
+        "lesson_tokens": share("extractor_valid_tokens", "extractor_valid"),
+        "guided_minus_free": float(gains.mean()) if len(gains) else float("nan"),
+        "guided_minus_free_steps": float(len(gains)),
+    }

@@ -11,6 +11,10 @@ one shared bank and schedules their work):
 Every extractor call becomes an :class:`~comprl.experience.extractor.trainer.ExtractorSample` carrying its prompt
 and reply tokens with behaviour log-probs, so the extractor trainer can learn from it later. Invalid answers are
 rejected whole, logged in the bank's operations log with their reason, and counted; the bank never sees half of one.
+
+Each step's replies (distillation and merge, not search_and_ask's rewrites) are also counted as the extractor's
+diagnostics (:func:`reply_rates` turns the counts into the fractions of the training rows): how many were cut at
+the token cap, how many were empty, and how long the valid ones were.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from comprl.experience.bank import BankWriteError, Entry, ExperienceBank
 from comprl.chat import ChatFormat
@@ -44,6 +48,14 @@ class TrackStats:
 
     outputs: int = 0
     valid: int = 0
+    cut: int = 0
+    """Replies that reached ``max_new_tokens`` without ending (no EOS token, no stop string): their text is cut
+    off. A reply whose last allowed token is the EOS token, or completes a stop string, ended and is not cut."""
+    empty: int = 0
+    """Rejected replies with no text to write: blank (whitespace only, after the response prefix), or an answer
+    the validator found empty (no operation, or an operation with an empty title or content)."""
+    valid_tokens: int = 0
+    """Generated tokens of the valid replies, summed (the closing EOS token or stop string's tokens included)."""
     writes_applied: int = 0
     rejected: Counter = field(default_factory=Counter)
     extraction_seconds: float = 0.0
@@ -53,6 +65,9 @@ class TrackStats:
         metrics = {
             "extractor_outputs": float(self.outputs),
             "extractor_valid": float(self.valid),
+            "extractor_cut": float(self.cut),
+            "extractor_empty": float(self.empty),
+            "extractor_valid_tokens": float(self.valid_tokens),
             "extractor_rejected": float(sum(self.rejected.values())),
             "bank_writes_applied": float(self.writes_applied),
             "extraction_seconds": self.extraction_seconds,
@@ -60,6 +75,25 @@ class TrackStats:
         }
         metrics.update({f"rejected_{reason}": float(n) for reason, n in self.rejected.items()})
         return metrics
+
+
+EMPTY_REASONS = ("empty_list", "empty_text")
+"""Rejection reasons that mean the answer held no text to write (:data:`~.prompts.REJECTION_REASONS`)."""
+
+
+def reply_rates(counts: Mapping[str, float]) -> dict[str, float]:
+    """The extractor's per-step diagnostics from the summed counts of :meth:`TrackStats.as_metrics` (over the
+    tasks, since the last row): the fractions of its replies that were valid, cut at the token cap and empty, and
+    ``extractor_lesson_tokens``, the mean generated tokens of a valid reply. NaN where there is nothing to divide
+    by (no reply, or no valid one, since the last row)."""
+    outputs, valid = counts.get("extractor_outputs", 0.0), counts.get("extractor_valid", 0.0)
+    share = (lambda n: n / outputs) if outputs else (lambda n: float("nan"))
+    return {
+        "extractor_valid_fraction": share(valid),
+        "extractor_cut_fraction": share(counts.get("extractor_cut", 0.0)),
+        "extractor_empty_fraction": share(counts.get("extractor_empty", 0.0)),
+        "extractor_lesson_tokens": counts.get("extractor_valid_tokens", 0.0) / valid if valid else float("nan"),
+    }
 
 
 class ExperienceTrack:
@@ -139,6 +173,7 @@ class ExperienceTrack:
             sample.extend(context)
             sample.extend(completion.token_ids, completion.logprobs)
             out.append((sample, self.config.response_prefix + completion.text))
+            self.stats.cut += completion.finish_reason == "length"
         self.stats.outputs += len(out)
         return out
 
@@ -164,11 +199,13 @@ class ExperienceTrack:
                 reason = error.reason
             else:
                 self.stats.valid += 1
+                self.stats.valid_tokens += sample.num_action_tokens
                 self.stats.writes_applied += len(writes)
                 sample.entry_ids = tuple(new_ids)
                 sample.parent_ids = tuple(w.targets for w in writes if w.entry is not None)
                 return sample
         self.stats.rejected[reason] += 1
+        self.stats.empty += reason in EMPTY_REASONS or not raw.removeprefix(self.config.response_prefix).strip()
         self.bank.log_rejection(step=step, task=self.task, reason=reason, source=source, raw=raw, origin=sample.kind)
         if self.config.invalid_reward is not None:
             sample.outcomes.append(self.config.invalid_reward)
