@@ -13,8 +13,9 @@ the CPU multiplies bfloat16 natively, adapters made non-zero as after training. 
 - ``merged``: a generation copy with the adapters merged into its weights (``"merged"``), every pass;
 - ``merged_jump_forward``: merged, and no forward pass while every row's next token is forced;
 - ``merged_jf_shared_prefix``: and a prompt prefix several distinct prompts share (the system prompt and the
-  instructions of every first turn) prefilled once and kept for the step (the default). The first four arms run
-  without it (``shared_prefix=False``).
+  instructions of every first turn) prefilled once and kept for the step (the default; a new prefix waits for
+  ``HFEngine.shared_prefix_prompts`` distinct prompts, so a step of a few groups plays as without it). The first
+  four arms run without it (``shared_prefix=False``).
 
 The last two arms play 16 distinct seeds instead of 4 groups of 4 (evaluation's case, where no two prompts are
 identical), with and without the shared prefix; their speed-up is relative to the first of them.

@@ -9,7 +9,10 @@ same episodes, the same updates, the same bank).
   behaviour then; with evaluation off, the runs of that commit logged the rows of 101ae97, the layout's last commit
   (the prompt tokens an identical prompt's prefill serves aside, now counted as reused). Their
   ``processed_tokens`` were recorded again when the engine began to prefill a shared prompt prefix once (every
-  other column unchanged).
+  other column unchanged), and put back to the counts before it when a new shared prefix began to wait for 8
+  distinct prompts (a smoke run's calls hold fewer). The extractor's diagnostics and ``guided_minus_free`` (issue
+  46) were added as new columns, and ``guided_with_entry`` in the evaluation rows (empty there before), every
+  recorded value kept.
 """
 
 from __future__ import annotations

@@ -220,7 +220,7 @@ def test_a_shared_prefix_is_prefilled_once_per_task_and_kept_until_the_weights_c
 
     model, tokenizer = sharp
     prompts = _group_prompts(tokenizer)
-    off, on = HFEngine(model, tokenizer, shared_prefix=False), HFEngine(model, tokenizer)
+    off, on = HFEngine(model, tokenizer, shared_prefix=False), HFEngine(model, tokenizer, shared_prefix_prompts=3)
     params = SamplingParams(max_new_tokens=8, temperature=0)
     _assert_same([(prompts, off.generate(prompts, params))], [(prompts, on.generate(prompts, params))])
 
@@ -251,13 +251,45 @@ def test_a_shared_prefix_is_prefilled_once_per_task_and_kept_until_the_weights_c
     assert on._shared.keys() == kept.keys() and all(on._shared[k] is not kept[k] for k in kept)
 
 
+def test_a_new_shared_prefix_waits_for_enough_distinct_prompts_and_a_kept_one_serves_fewer(sharp):
+    model, tokenizer = sharp
+    fmt = ChatFormat.from_tokenizer(tokenizer)
+    few = _first_prompts(tokenizer, LONG_SYSTEM)  # 3 distinct prompts, below the default gate of 8
+    words = ("North", "South", "East", "West", "Up", "Down", "Left", "Right")  # distinct first tokens
+    many = [fmt.start(LONG_SYSTEM, f"{word} is the way to go.") for word in words[: HFEngine.shared_prefix_prompts]]
+    assert len(many) == HFEngine.shared_prefix_prompts
+    off, on = HFEngine(model, tokenizer, shared_prefix=False), HFEngine(model, tokenizer)
+    params = SamplingParams(max_new_tokens=6, temperature=0)
+    _assert_same([(few, off.generate(few, params))], [(few, on.generate(few, params))])
+    assert on._shared == {}
+    for stat in ("computed_tokens", "forward_passes", "reused_prompt_tokens"):
+        assert on.stats[stat] == off.stats[stat], stat
+
+    passes = on.stats["forward_passes"]
+    off_passes = off.stats["forward_passes"]
+    _assert_same([(many, off.generate(many, params))], [(many, on.generate(many, params))])
+    assert len(on._shared) == 1  # enough distinct prompts: their common prefix is prefilled and kept
+    kept = next(iter(on._shared))
+    assert all(tuple(prompt[: len(kept)]) == kept for prompt in few)  # the system prompt and the user header
+    assert on.stats["forward_passes"] - passes == off.stats["forward_passes"] - off_passes + 1
+
+    computed = dict(on=on.stats["computed_tokens"], off=off.stats["computed_tokens"])
+    _assert_same([(few, off.generate(few, params))], [(few, on.generate(few, params))])
+    assert on.stats["computed_tokens"] - computed["on"] < off.stats["computed_tokens"] - computed["off"]
+
+
+def test_too_small_a_shared_prefix_gate_is_refused(sharp):
+    with pytest.raises(ValueError, match="shared_prefix_prompts=1; accepted: an integer >= 2"):
+        HFEngine(*sharp, shared_prefix_prompts=1)
+
+
 def test_multi_turn_sampling_with_shared_prefixes_matches_without(sharp, assert_logprobs_match_fresh_pass):
     """Turn 1 starts from shared prefixes; later turns mix sessions' kept prefixes with them."""
     model, tokenizer = sharp
     prompts = _group_prompts(tokenizer)
     params = SamplingParams(max_new_tokens=10, temperature=0.7)
     expected = _play(HFEngine(model, tokenizer, shared_prefix=False), params, 3, True, seed=3, prompts=prompts)
-    got = _play(HFEngine(model, tokenizer), params, 3, True, seed=3, prompts=prompts)
+    got = _play(HFEngine(model, tokenizer, shared_prefix_prompts=3), params, 3, True, seed=3, prompts=prompts)
     _assert_same(expected, got)
     sequences = [s for turn_prompts, completions in got for s in pack(turn_prompts, completions)]
     assert_logprobs_match_fresh_pass(model, tokenizer.pad_token_id, sequences, 0.7)
