@@ -5,8 +5,18 @@
 setup:
 	bash scripts/setup.sh
 
+# The demo is sized to end within 5 min on 2 quiet cores, with an ETA in its log after every step: comp_rl and the
+# baseline run at once, one pinned single-thread process per core (DEMO_JOBS; a run keeps its pace beside a busy
+# neighbour there, where two torch threads of one run would spin on an oversubscribed core; DEMO_JOBS=1 on one
+# core), for DEMO_STEPS steps, each evaluated on DEMO_EPISODES held-out episodes before and after training (fewer
+# than the profile's: evaluation takes most of a short run).
+DEMO_STEPS = 4
+DEMO_EPISODES = 32
+DEMO_JOBS = 2
+
 demo: setup
-	.venv/bin/comprl run 01_single_task --profile cpu -p steps 4 --output-dir results/demo/01_single_task
+	.venv/bin/comprl run 01_single_task --profile cpu -p steps $(DEMO_STEPS) -p jobs $(DEMO_JOBS) \
+		-p overrides '{"eval_episodes": $(DEMO_EPISODES)}' --output-dir results/demo/01_single_task
 
 # JupyterLab on the notebooks; as root (a container) jupyter refuses to start without --allow-root, so it is added
 # there.

@@ -64,7 +64,8 @@ def run_experiments(
     The workers' log lines (comprl's, one per step and evaluation, prefixed with the run's name) are logged in this
     process as they come, under the loggers that wrote them, so they show where :func:`comprl.show_logs` sends this
     process's own (a notebook's cell; stdout under ``comprl run``), with a line here as each run starts and ends.
-    Workers show no progress bar, and ``callback`` is not called (a live plot needs ``jobs=1``). ``jobs`` may not
+    Workers show no progress bar, and ``callback`` is not called (a live plot needs ``jobs=1``); after each of their
+    training steps this process logs the plan's ETA instead (:class:`_Pace`). ``jobs`` may not
     exceed the usable cores. A run that starts processes of its own (Ray rollout workers) starts them on its core,
     unless its config pins them elsewhere (``manager_cores``).
 
@@ -89,11 +90,13 @@ def run_experiments(
         if not target.exists() and (source := link_finished(config, reuse, target)) is not None:
             log.info("%s: the same config finished in %s; linked, not trained again", name, source.path)
 
+    pace = _Pace(plan, output_dir)
     if jobs == 1:
-        pace = _Pace(plan, output_dir)
         runs = {}
         for name, config in plan.items():
-            runs[name] = run_experiment(config, output_dir, name=name, callback=pace.wrap(callback), resume=resume)
+            runs[name] = run_experiment(
+                config, output_dir, name=name, callback=pace.wrap(name, callback), resume=resume
+            )
             pace.run_done(name)
         return runs
 
@@ -103,13 +106,14 @@ def run_experiments(
         for name, config in plan.items() if resume and Run(Path(output_dir) / name).finished
     }
     left = {name: config for name, config in plan.items() if name not in runs}
-    paths = _run_pinned(left, str(output_dir), cores[:jobs], resume) if left else {}
+    paths = _run_pinned(left, str(output_dir), cores[:jobs], resume, pace) if left else {}
     return {name: runs[name] if name in runs else Run(Path(paths[name])) for name in plan}
 
 
 class _Pace:
-    """The plan's ETA, logged as each run of a one-at-a-time plan ends: the training steps left (finished runs'
-    none) at the pace of the steps trained so far in this call, evaluations included."""
+    """The plan's ETA: the training steps left (finished runs' none) at the pace of the steps trained so far in this
+    call, evaluations included; logged as each run of a one-at-a-time plan ends (each run has its progress bar),
+    and after every training step of runs in worker processes (which have none)."""
 
     def __init__(self, plan: Mapping[str, ExperimentConfig], output_dir: str | Path) -> None:
         from comprl.runs import Run
@@ -120,20 +124,39 @@ class _Pace:
         self.started = time.perf_counter()
         self.trained = 0
 
-    def wrap(self, callback: MetricsCallback | None) -> MetricsCallback:
+    def wrap(self, name: str, callback: MetricsCallback | None) -> MetricsCallback:
         def counting(step: int, metrics: dict[str, float], phase: str) -> None:
-            self.trained += phase == "train"
+            if phase == "train":
+                self.stepped(name)
             if callback is not None:
                 callback(step, metrics, phase)
 
         return counting
 
+    def stepped(self, name: str) -> None:
+        """Run ``name`` finished a training step."""
+        self.trained += 1
+        self.left[name] = max(self.left[name] - 1, 0)
+
+    def minutes_left(self) -> float:
+        """Minutes the steps left take at this call's pace so far (call after a step)."""
+        return sum(self.left.values()) * (time.perf_counter() - self.started) / self.trained / 60
+
+    def step_logged(self, name: str) -> None:
+        """A worker's run ``name`` finished a training step: log the plan's ETA (while steps are left)."""
+        self.stepped(name)
+        if steps := sum(self.left.values()):
+            log.info(
+                "%d training steps left in the plan; about %.1f min at this call's pace", steps, self.minutes_left()
+            )
+
     def run_done(self, name: str) -> None:
         self.left[name] = 0
         remaining, done = sum(self.left.values()), sum(not steps for steps in self.left.values())
         if self.trained and remaining:
-            eta = remaining * (time.perf_counter() - self.started) / self.trained
-            log.info("%d of %d runs done; about %.0f min left at this call's pace", done, len(self.left), eta / 60)
+            log.info(
+                "%d of %d runs done; about %.0f min left at this call's pace", done, len(self.left), self.minutes_left()
+            )
 
 
 def check_jobs(jobs: int) -> list[int]:
@@ -147,9 +170,12 @@ def check_jobs(jobs: int) -> list[int]:
     return cores
 
 
-def _run_pinned(plan: dict[str, ExperimentConfig], output_dir: str, cores: list[int], resume: bool) -> dict[str, str]:
+def _run_pinned(
+    plan: dict[str, ExperimentConfig], output_dir: str, cores: list[int], resume: bool, pace: _Pace
+) -> dict[str, str]:
     """Every run of ``plan`` in a spawned process on one of ``cores``, at most one per core at a time, in plan
-    order; the run folders by name. Raises the first failure after stopping the processes still running."""
+    order; the run folders by name, the ETA logged by ``pace`` after each training step. Raises the first failure
+    after stopping the processes still running."""
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: no threads or torch state of this one
     waiting = list(plan.items())
     free = list(cores)
@@ -179,6 +205,9 @@ def _run_pinned(plan: dict[str, ExperimentConfig], output_dir: str, cores: list[
                 if message[0] == "log":  # a log line of the run, shown as this process shows its own
                     _, logger, level, text = message
                     logging.getLogger(logger).log(level, text)
+                    continue
+                if message[0] == "stepped":
+                    pace.step_logged(name)
                     continue
                 del running[reader]
                 reader.close()
@@ -217,7 +246,8 @@ def _stop(processes: list[Any]) -> None:
 
 
 class _Channel(logging.Handler):
-    """A worker's end of its pipe to the parent: comprl's log records (INFO and up) as they come, then the result."""
+    """A worker's end of its pipe to the parent: comprl's log records (INFO and up) and a word after each training
+    step as they come, then the result."""
 
     def __init__(self, connection: Connection) -> None:
         super().__init__(logging.INFO)
@@ -229,14 +259,21 @@ class _Channel(logging.Handler):
         except Exception:
             self.handleError(record)
 
-    def finish(self, message: tuple) -> None:
+    def row(self, step: int, metrics: dict[str, float], phase: str) -> None:
+        """The run's metrics callback: tells the parent that a training step ended (for its ETA)."""
+        if phase == "train":
+            self.send(("stepped",))
+
+    def send(self, message: tuple) -> None:
+        """Send a message that is not a log record (a step ended, the result)."""
         with self.lock:  # a record logged by another thread meanwhile is not cut into
             self.connection.send(message)
 
 
 def _worker(core: int, name: str, config: dict, output_dir: str, resume: bool, connection: Connection) -> None:
-    """One run in a worker process: pin to ``core``, then load torch with one thread; send comprl's log lines to
-    the parent as they come, and last the run folder, or the exception with its traceback."""
+    """One run in a worker process: pin to ``core``, then load torch with one thread; send comprl's log lines and
+    the end of each training step to the parent as they come, and last the run folder, or the exception with its
+    traceback."""
     os.sched_setaffinity(0, [core])  # before torch starts any thread: threads inherit this
     channel = _Channel(connection)
     logger = logging.getLogger("comprl")
@@ -253,10 +290,13 @@ def _worker(core: int, name: str, config: dict, output_dir: str, resume: bool, c
         torch.set_num_threads(1)
         if console.headless():
             console.quiet_libraries()  # as comprl.show_logs does: no weight-loading bars
-        run = run_experiment(ExperimentConfig.from_dict(config), output_dir, name=name, progress=False, resume=resume)
-        channel.finish(("done", str(run.path)))
+        run = run_experiment(
+            ExperimentConfig.from_dict(config), output_dir, name=name, progress=False, callback=channel.row,
+            resume=resume,
+        )
+        channel.send(("done", str(run.path)))
     except BaseException as error:  # KeyboardInterrupt too: the parent learns why its worker stopped
-        channel.finish(("failed", _picklable(error), "".join(traceback.format_exception(error))))
+        channel.send(("failed", _picklable(error), "".join(traceback.format_exception(error))))
     finally:
         connection.close()
 
