@@ -63,7 +63,7 @@ def test_a_bank_filled_from_the_start_gets_a_guided_step_0_pass():
 def test_a_guided_pass_shows_the_entry_and_no_pass_depends_on_the_temperature():
     config = make_config("cpu", method="comp_rl")
     free, guided = planner.eval_tokens(config, False), planner.eval_tokens(config, True)
-    turns = guided[1] / config.rollout.max_new_tokens / config.eval_episodes
+    turns = guided[1] / planner.decode_passes(config) / config.eval_episodes  # decode passes per reply
     assert guided[0] == pytest.approx(free[0] + planner.SHARED_TOKENS["entry"] * config.eval_episodes)
     assert turns == config.max_turns  # the cpu profile's episodes stay under the context cap
     assert planner.eval_tokens(make_config("cpu", method="comp_rl", eval_temperature=0.1), True) == guided

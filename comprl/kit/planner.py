@@ -21,6 +21,8 @@ PARAMETERS_B = {
     "Qwen/Qwen3-4B-Instruct-2507": 4.02,
     "Qwen/Qwen3-30B-A3B-Instruct-2507": 30.5,
     "Qwen/Qwen3-Embedding-0.6B": 0.6,
+    "Qwen/Qwen2.5-1.5B-Instruct": 1.54,
+    "Qwen/Qwen3-1.7B": 1.7,
     "smollm2-135m": 0.135,
     "gemma3-270m": 0.27,
     "tiny-random": 0.001,
@@ -168,8 +170,25 @@ def placement_roles(config: ExperimentConfig) -> tuple[str, ...]:
     )
 
 
+def run_gb(config: ExperimentConfig) -> float:
+    """Memory of every model a run loads (:func:`memory_plan`'s per model), summed."""
+    gb = sum(_gb(model, BYTES_SERVED if lora_rank else BYTES_TRAINED + BYTES_SERVED) for model, lora_rank in
+             _learners(config))
+    return gb + (_gb(config.bank.embedder, BYTES_SERVED) if config.uses_experience else 0.0)
+
+
+def fits_one_gpu(config: ExperimentConfig) -> bool:
+    """Whether all of a run's models fit one GPU (KV cache and activations aside): then it runs on that one GPU,
+    its phases one after another, instead of the official 2-node placement (comprl's; the paper's 7B actor needs
+    more than one GPU for its training state)."""
+    return run_gb(config) <= GPU_MEMORY_GB
+
+
 def learner_gpus(config: ExperimentConfig) -> dict[str, int]:
-    """GPUs per learner: the official group, or more where the model's training state does not fit in it."""
+    """GPUs per learner: one shared GPU for a run that fits it (:func:`fits_one_gpu`), else the official group, or
+    more where the model's training state does not fit in it."""
+    if fits_one_gpu(config):
+        return {role: 1 for role, _ in zip(("actor", "extractor"), _learners(config))}
     groups = {p.role: len(p.gpus) for p in PLACEMENT}
     out = {}
     for role, (model, lora_rank) in zip(("actor", "extractor"), _learners(config)):
@@ -179,7 +198,10 @@ def learner_gpus(config: ExperimentConfig) -> dict[str, int]:
 
 
 def gpu_count(config: ExperimentConfig) -> int:
-    """GPUs one run takes in the official placement (learners grown to fit their training state)."""
+    """GPUs one run takes: one where its models fit it, else the official placement's (learners grown to fit their
+    training state)."""
+    if fits_one_gpu(config):
+        return 1
     used = set().union(*(p.gpus for p in PLACEMENT if p.role in placement_roles(config)))
     groups = {p.role: len(p.gpus) for p in PLACEMENT}
     grown = sum(n - groups[role] for role, n in learner_gpus(config).items())
@@ -187,7 +209,42 @@ def gpu_count(config: ExperimentConfig) -> int:
 
 
 def placement_plan(configs: list[ExperimentConfig]) -> str:
-    """The GPU placement of the runs and their GPU count."""
+    """The GPU placement of the runs and their GPU count: the official layout for runs that do not fit one GPU, one
+    GPU for those that do."""
+    lines = []
+    single = [config for config in configs if fits_one_gpu(config)]
+    if single:
+        lines.append(
+            f"GPU placement of {len(single)} runs whose models fit one {GPU_MEMORY_GB} GB GPU (at most "
+            f"{max(map(run_gb, single)):.1f} GB): one GPU each; rollouts, updates and the extractor's calls take turns "
+            "on it, one after another"
+        )
+    official = [config for config in configs if not fits_one_gpu(config)]
+    lines += [_official_placement(official)] if official else []
+    kinds: dict[tuple[int, str], int] = {}
+    for config in configs:
+        if fits_one_gpu(config):
+            what = "one GPU, phases one after another"
+        elif not config.uses_experience:
+            what = "baseline: the actor's GPUs"
+        elif config.extractor.share_actor:
+            what = "the extractor is the actor: no extractor GPUs beyond the bank's workers"
+        else:
+            what = "actor, extractor and the bank's workers"
+        key = (gpu_count(config), what)
+        kinds[key] = kinds.get(key, 0) + 1
+    for (gpus, what), n in sorted(kinds.items(), reverse=True):
+        nodes = math.ceil(gpus / GPUS_PER_NODE)
+        lines.append(f"  total: {gpus} GPU{'s' * (gpus > 1)} on {nodes} node{'s' if nodes > 1 else ''} for {n} runs "
+                     f"({what})")
+    lines.append(
+        f"  the reproduction needs {max(gpus for gpus, _ in kinds)} GPUs at once (its runs go one after another)"
+    )
+    return "\n".join(lines)
+
+
+def _official_placement(configs: list[ExperimentConfig]) -> str:
+    """The official layout's lines for ``configs``, and a note for each model that outgrows its group."""
     models: dict[str, dict[str, float]] = {"actor": {}, "extractor": {}}
     for config in configs:
         for role, (model, lora_rank) in zip(("actor", "extractor"), _learners(config)):
@@ -209,22 +266,6 @@ def placement_plan(configs: list[ExperimentConfig]) -> str:
             if not math.isnan(gb) and gb > group * GPU_MEMORY_GB:
                 lines.append(f"  ! {model}: {gb:.1f} GB of training state needs {math.ceil(gb / GPU_MEMORY_GB)} GPUs, "
                              f"more than the {group} of the official {role} group; counted so")
-    kinds: dict[tuple[int, str], int] = {}
-    for config in configs:
-        if not config.uses_experience:
-            what = "baseline: the actor's GPUs"
-        elif config.extractor.share_actor:
-            what = "the extractor is the actor: no extractor GPUs beyond the bank's workers"
-        else:
-            what = "actor, extractor and the bank's workers"
-        key = (gpu_count(config), what)
-        kinds[key] = kinds.get(key, 0) + 1
-    for (gpus, what), n in sorted(kinds.items(), reverse=True):
-        nodes = math.ceil(gpus / GPUS_PER_NODE)
-        lines.append(f"  total: {gpus} GPUs on {nodes} node{'s' if nodes > 1 else ''} for {n} runs ({what})")
-    lines.append(
-        f"  the reproduction needs {max(gpus for gpus, _ in kinds)} GPUs at once (its runs go one after another)"
-    )
     return "\n".join(lines)
 
 
@@ -260,6 +301,25 @@ uniformly random admissible actions under a 30-turn cap, tokenised with SmolLM2'
 (the paper's Qwen models have tokenizers and chat templates of their own: read these as estimates).
 ``tests/test_reproduce.py`` re-measures some of them."""
 
+VIEW_PROMPT_TOKENS: dict[tuple[str, str], PromptTokens] = {
+    ("comprl/Room-Random-5x5-v0", "brief"): PromptTokens(163, 67, 2191),
+}
+"""Per (env id, ``view`` env option), measured as :data:`PROMPT_TOKENS` with that view (``measure_prompt_tokens(
+options={"view": "brief"})``): MiniHack's brief view, the cpu profile's, says in a line where the stairs are."""
+
+
+def prompt_tokens(config: ExperimentConfig, env_id: str) -> PromptTokens:
+    """The prompt sizes of ``env_id`` as ``config`` plays it: its view's where measured, else the defaults'."""
+    view = config.env_options.get(env_id, {}).get("view")
+    return VIEW_PROMPT_TOKENS.get((env_id, view), PROMPT_TOKENS[env_id])
+
+
+DISTILL_FRAMING = 360
+"""The extractor's distillation prompt minus the episode it shows, in tokens: measured on 6-turn Room episodes (both
+views, ``measure_prompt_tokens(max_turns=6)``: 924 - 570 and 1285 - 907 tokens of prompt and packed sequence), so
+that a short episode's prompt is priced from its own sequence, a long one's at its measured cap
+(:attr:`PromptTokens.distill`)."""
+
 SHARED_TOKENS: dict[str, int] = {"entry": 274, "search_tool": 68, "refine": 452, "merge": 1757}
 """Prompt pieces not tied to an env, measured by ``measure_shared_tokens()`` with a longest-allowed entry (a
 120-character title and a 1,000-character content of English prose): ``entry``, the experience section of a
@@ -268,10 +328,12 @@ search_and_ask prompt without the question; ``merge``, a merge prompt of 5 such 
 
 
 def measure_prompt_tokens(
-    env_ids: Sequence[str] | None = None, episodes: int = 8, seed: int = 0, max_turns: int = 30
+    env_ids: Sequence[str] | None = None, episodes: int = 8, seed: int = 0, max_turns: int = 30,
+    options: Mapping[str, Any] | None = None,
 ) -> dict[str, PromptTokens]:
-    """Play ``episodes`` episodes of each env (seeds ``seed``...; uniformly random admissible actions) and measure
-    the prompt sizes of :class:`PromptTokens` with :data:`PROMPT_TOKENIZER` (how :data:`PROMPT_TOKENS` was made)."""
+    """Play ``episodes`` episodes of each env (seeds ``seed``...; uniformly random admissible actions; ``options``:
+    env constructor keywords such as ``{"view": "brief"}``) and measure the prompt sizes of :class:`PromptTokens`
+    with :data:`PROMPT_TOKENIZER` (how :data:`PROMPT_TOKENS` and :data:`VIEW_PROMPT_TOKENS` were made)."""
     import numpy as np
 
     from comprl.chat import ChatFormat
@@ -285,7 +347,7 @@ def measure_prompt_tokens(
     chat = ChatFormat.from_tokenizer(tokenizer)
     table = {}
     for env_id in ENV_IDS if env_ids is None else env_ids:
-        env = make(env_id, max_turns=max_turns)
+        env = make(env_id, max_turns=max_turns, **(options or {}))
         rng = np.random.default_rng(seed)
         first: list[int] = []
         later: list[int] = []
@@ -417,14 +479,19 @@ class StepBudget:
 
 
 BUDGET_ASSUMPTIONS = (
-    "every reply is as long as its cap (rollout.max_new_tokens, extractor.max_new_tokens): an upper bound",
+    "every reply is as long as its cap (rollout.max_new_tokens, extractor.max_new_tokens): an upper bound; with "
+    "rollout.constrained_actions one forward pass samples a reply, the tokens the choice forces are computed with "
+    "the next turn's prompt (the engine's jump_forward)",
     "an episode plays its turn cap unless its context would pass rollout.max_context_tokens (it is cut there)",
-    "prompt sizes: measured per env family with SmolLM2's tokenizer (PROMPT_TOKENS; the Qwen tokenizers differ)",
+    "prompt sizes: measured per env family with SmolLM2's tokenizer (PROMPT_TOKENS, VIEW_PROMPT_TOKENS for a view "
+    "env option; the Qwen tokenizers differ); a distillation prompt shows its episode (DISTILL_FRAMING + the "
+    "episode's sequence), at most the measured one at the transcript's cap",
     "guided rollouts (half of each group) show one longest-allowed entry; a search_and_ask answer is one such entry",
     "the engine keeps each episode's prefix cache (official config: vLLM enable_prefix_caching), so a turn "
     "prefills only its new observation",
     "every trajectory is distilled (or extractor.distill_per_step of them) and every distillation becomes one "
-    "CISPO sample once; every rollout enters the actor's update",
+    "CISPO sample once; the actor's update runs the rollouts with a non-zero advantage only (trained_share: "
+    "1 - 2 / (k + 1) of groups of k, the halves' k/2 with actor.split_halves)",
     "not counted: merge passes (every extractor.merge_every steps; with a measurement, priced per 1,000 bank "
     "entries), embedding and search (paper: <= ~1 s per step)",
     "evaluation: eval_episodes episodes per task and pass, shaped like the rollouts' (replies at the cap whatever "
@@ -440,12 +507,13 @@ BUDGET_ASSUMPTIONS = (
 def step_budget(config: ExperimentConfig) -> StepBudget:
     """The tokens of one training step of ``config`` (see :data:`BUDGET_ASSUMPTIONS`)."""
     reply = config.rollout.max_new_tokens
+    passes = decode_passes(config)
     uses = config.experience.search_and_ask_uses if config.uses_experience and config.experience.search_and_ask else 0
     halves = ((0.5, True), (0.5, False)) if config.uses_experience else ((1.0, False),)
     mixture = config.mixture()
     tasks = []
     for env_id, instances in mixture.batch.items():
-        measured = PROMPT_TOKENS[env_id]
+        measured = prompt_tokens(config, env_id)
         rollouts = instances * config.group_size
         cap = mixture.turns(env_id) + uses
         per_turn = (mixture.turns(env_id) * measured.per_turn + uses * SHARED_TOKENS["entry"]) / cap
@@ -453,24 +521,30 @@ def step_budget(config: ExperimentConfig) -> StepBudget:
         shape = dict.fromkeys(("turns", "first", "sequence", "prefill", "context", "decode", "asks"), 0.0)
         for share, guided in halves:
             first = base + (SHARED_TOKENS["entry"] if guided else 0)
-            turns, prefill, context, sequence = _episode(first, per_turn, reply, cap, config.rollout.max_context_tokens)
+            turns, prefill, context, sequence = _episode(
+                first, per_turn, reply, cap, config.rollout.max_context_tokens, passes
+            )
             n = rollouts * share
             for key, value in (("turns", turns * share), ("first", first * share), ("sequence", sequence * share),
-                               ("prefill", prefill * n), ("context", context * n), ("decode", turns * reply * n),
+                               ("prefill", prefill * n), ("context", context * n), ("decode", turns * passes * n),
                                ("asks", min(uses, turns) * n)):
                 shape[key] += value
         tasks.append(TaskBudget(env_id, rollouts, cap, shape["turns"], shape["first"], per_turn, reply,
                                 shape["sequence"], shape["prefill"], shape["context"], shape["decode"], shape["asks"]))
     total = sum(t.rollouts for t in tasks)
     actor_train = (
-        sum(t.sequence * t.rollouts for t in tasks) * config.actor.update_epochs if TRAINS_ACTOR[config.method] else 0.0
+        sum(t.sequence * t.rollouts for t in tasks) * config.actor.update_epochs * trained_share(config)
+        if TRAINS_ACTOR[config.method]
+        else 0.0
     )
     if not config.uses_experience:
         return StepBudget(tuple(tasks), actor_train, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0, 0.0)
     extractor = config.extractor
     calls = extractor.distill_per_step if 0 < extractor.distill_per_step < total else total
     distill_prompt = (
-        sum(PROMPT_TOKENS[t.env_id].distill * t.rollouts for t in tasks) / total + 0.5 * SHARED_TOKENS["entry"]
+        sum(min(prompt_tokens(config, t.env_id).distill, DISTILL_FRAMING + t.sequence) * t.rollouts for t in tasks)
+        / total
+        + 0.5 * SHARED_TOKENS["entry"]
     )
     refine_calls = sum(t.asks for t in tasks)
     trains = TRAINS_EXTRACTOR[config.method]
@@ -490,16 +564,35 @@ def step_budget(config: ExperimentConfig) -> StepBudget:
     )
 
 
+def decode_passes(config: ExperimentConfig) -> int:
+    """Forward passes that sample one reply at its cap: one with constrained choice (the engine's jump_forward
+    appends the tokens the choice forces without a pass), else one per token."""
+    return 1 if config.rollout.constrained_actions else config.rollout.max_new_tokens
+
+
+def trained_share(config: ExperimentConfig) -> float:
+    """The expected share of rollouts the actor's update runs: those with a non-zero GRPO advantage (the trainer
+    skips the others). A group of k binary outcomes is all equal with probability 2 / (k + 1) when its success rate
+    is uniform on [0, 1] (the integral of p^k + (1 - p)^k); with ``actor.split_halves`` an experience method's
+    advantages come from halves of k/2."""
+    halves = config.uses_experience and config.actor.split_halves
+    k = config.group_size // 2 if halves else config.group_size
+    return 1 - 2 / (k + 1)
+
+
 def _episode(
-    first: float, per_turn: float, reply: int, turn_cap: int, context_cap: int
+    first: float, per_turn: float, reply: int, turn_cap: int, context_cap: int, passes: int | None = None
 ) -> tuple[int, float, float, float]:
     """(turns, prefilled tokens with a prefix cache, prompt tokens without one, final sequence) of one episode whose
-    every reply is ``reply`` tokens long. As in :func:`comprl.actor.rollout.run_episodes`, turn t + 1 is played only if
-    the sequence after it could still hold a whole reply: first + t * (reply + per_turn) + reply <= context_cap."""
+    every reply is ``reply`` tokens long, sampled in ``passes`` forward passes (default: one per token; the other
+    tokens are computed with the next turn's prompt). As in :func:`comprl.actor.rollout.run_episodes`, turn t + 1 is
+    played only if the sequence after it could still hold a whole reply: first + t * (reply + per_turn) + reply <=
+    context_cap."""
     grow = reply + per_turn
     room = context_cap - reply - first
     turns = 1 if room < 0 else min(turn_cap, 1 + int(room // grow))
-    prefill = first + (turns - 1) * per_turn  # the replies' keys/values come from decoding them
+    forced = reply - (reply if passes is None else passes)
+    prefill = first + (turns - 1) * (per_turn + forced)  # decoded tokens' keys/values come from decoding them
     context = turns * first + grow * turns * (turns - 1) / 2
     return turns, prefill, context, first + (turns - 1) * grow + reply
 
@@ -512,15 +605,16 @@ def eval_tokens(config: ExperimentConfig, guided: bool) -> tuple[float, float]:
     search_and_ask), each guided one showing one longest-allowed entry."""
     mixture = config.mixture()
     reply = config.rollout.max_new_tokens
+    passes = decode_passes(config)
     prefill = decode = 0.0
     for env_id in mixture.batch:
-        measured = PROMPT_TOKENS[env_id]
+        measured = prompt_tokens(config, env_id)
         first = measured.first + (SHARED_TOKENS["entry"] if guided else 0)
         turns, tokens, _, _ = _episode(
-            first, measured.per_turn, reply, mixture.turns(env_id), config.rollout.max_context_tokens
+            first, measured.per_turn, reply, mixture.turns(env_id), config.rollout.max_context_tokens, passes
         )
         prefill += tokens * config.eval_episodes
-        decode += turns * reply * config.eval_episodes
+        decode += turns * passes * config.eval_episodes
     return prefill, decode
 
 
@@ -599,6 +693,8 @@ def budget_plan(config: ExperimentConfig, budget: StepBudget, notebook: str = ""
     lines.append("  assumptions:")
     lines += [f"    - {text}" for text in BUDGET_ASSUMPTIONS]
     for env_id, options in config.env_options.items():
+        if prompt_tokens(config, env_id) is not PROMPT_TOKENS[env_id]:
+            continue  # its view's sizes are measured
         lines.append(
             f"    ! {task_name(env_id)} runs with env options {options}; "
             "its prompt sizes are measured with the defaults"
@@ -813,7 +909,10 @@ def step_time(config: ExperimentConfig, budget: StepBudget, throughput: Throughp
     extraction = (seconds(budget.extractor_prefill, "prefill", extractor, "extractor")
                   + seconds(budget.extractor_decode, "decode", extractor, "extractor"))
     extractor_update = seconds(budget.extractor_train, "train", extractor, "extractor")
-    overlap = config.uses_experience and config.experience.mode == "async" and not config.extractor.share_actor
+    overlap = (
+        config.uses_experience and config.experience.mode == "async" and not config.extractor.share_actor
+        and not (throughput.device_kind == "cuda" and fits_one_gpu(config))  # one GPU: phases take turns
+    )
     if overlap:
         step = max(rollout + actor_update, extraction + extractor_update)
     else:
