@@ -3,6 +3,9 @@
 A run is a folder under ``results/`` holding ``config.json`` and ``run.duckdb`` (table ``metrics``: one row per
 step and phase, the store of record; the same rows also stream to the config's tracker, :mod:`comprl.tracking`).
 Anything that can read DuckDB or pandas can read it; :func:`load_metrics` gathers many runs.
+A finished run may be *compacted* (``comprl compact``, :mod:`comprl.kit.compact`): its DuckDB files replaced by the
+same rows as Parquet (``metrics.parquet``, ``bank_<table>.parquet``, the layout of an exported bundle). Every reader
+of a run reads a compacted one alike; nothing writes into it.
 The paper's tables and plots made from those rows live in :mod:`comprl.kit.report`.
 """
 
@@ -26,6 +29,15 @@ from comprl.config import ExperimentConfig
 _COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 FINISHED = "finished"
 """The file a run writes into its folder when it is done."""
+AFTER_TRAINING = "after_training"
+"""The phase of the row of the experience side's counters read when it closed, after the final evaluation: the
+extractor's work finished after the last training row (:func:`comprl.loop.run_experiment`)."""
+METRICS_FILE = "metrics.parquet"
+"""A compacted run's metric rows (``run.duckdb``'s ``metrics`` table as Parquet), named as in a bundle."""
+BANK_TABLES = ("entries", "operations", "meta")
+"""The experience bank's tables, stored as ``bank_<table>.parquet`` by a compacted run and a bundle."""
+BANK_FILES = {table: f"bank_{table}.parquet" for table in BANK_TABLES}
+"""Each bank table's Parquet file name."""
 NOT_COMPARED = {"tracker"}
 """Config fields that change no row of a run: a run of another tracker is the same run (resumed, linked, found)."""
 
@@ -66,12 +78,34 @@ class Run:
 
     def clear(self) -> None:
         """Delete what a run wrote into this folder (metrics and their TensorBoard events, bank, checkpoints, the
-        finished mark); keep the rest."""
+        finished mark, the Parquet files of a compacted run); keep the rest."""
         checkpoint.discard(self.path)
         shutil.rmtree(self.tensorboard_path, ignore_errors=True)
-        for path in [self.db_path, self.bank_path, self.path / FINISHED]:
-            for file in [path, *path.parent.glob(f"{path.name}.*")]:  # with the .wal, .holder, .queue.jsonl beside it
-                file.unlink(missing_ok=True)
+        for path in [self.db_path, self.bank_path, self.path / FINISHED, self.metrics_file, *self.bank_files]:
+            remove_file(path)
+
+    @property
+    def metrics_file(self) -> Path:
+        """The metric rows of a compacted run (:data:`METRICS_FILE`)."""
+        return self.path / METRICS_FILE
+
+    @property
+    def bank_files(self) -> list[Path]:
+        """The bank tables of a compacted run, one Parquet file per table of :data:`BANK_TABLES`."""
+        return [self.path / BANK_FILES[table] for table in BANK_TABLES]
+
+    @property
+    def compacted(self) -> bool:
+        """Whether the run's rows are stored as Parquet (``metrics.parquet``, no ``run.duckdb``): ``comprl compact``
+        deletes ``run.duckdb`` last, once the Parquet files are checked, so a compaction cut short does not count."""
+        return self.metrics_file.is_file() and not self.db_path.exists()
+
+    def _refuse_if_compacted(self, doing: str) -> None:
+        if self.compacted:
+            raise ValueError(
+                f"cannot {doing} {self.path}: the run is finished and compacted (its rows are in {METRICS_FILE}, "
+                "which nothing writes); start it afresh with Run.create (which clears the folder) or under another name"
+            )
 
     @property
     def db_path(self) -> Path:
@@ -97,13 +131,16 @@ class Run:
 
     def rollback(self, step: int) -> None:
         """Delete the metric rows a checkpoint after training step ``step`` does not cover: those of later steps,
-        and an evaluation at ``step`` itself (logged after that checkpoint) unless ``step`` is 0."""
+        and an evaluation or an :data:`AFTER_TRAINING` row at ``step`` itself (logged after that checkpoint) unless
+        ``step`` is 0."""
+        self._refuse_if_compacted("roll back")
         if not self.db_path.exists():
             return
         with duckdb.connect(str(self.db_path)) as con:
             if con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'metrics'").fetchone()[0]:
                 con.execute(
-                    "DELETE FROM metrics WHERE step > ? OR (phase = 'eval' AND step = ? AND step > 0)", [step, step]
+                    "DELETE FROM metrics WHERE step > ? OR (phase IN ('eval', ?) AND step = ? AND step > 0)",
+                    [step, AFTER_TRAINING, step],
                 )
 
     def config(self) -> ExperimentConfig:
@@ -119,6 +156,7 @@ class Run:
         bad = [k for k in row if not _COLUMN.match(k)]
         if bad:
             raise ValueError(f"metric names must be identifiers, got {bad}")
+        self._refuse_if_compacted("log a row into")
         with duckdb.connect(str(self.db_path)) as con:
             con.execute("CREATE TABLE IF NOT EXISTS metrics (step INTEGER, phase VARCHAR)")
             have = {
@@ -135,11 +173,19 @@ class Run:
             con.execute(f"INSERT INTO metrics ({columns}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
 
     def metrics(self) -> pd.DataFrame:
-        """All metric rows of this run, ordered by step."""
-        if not self.db_path.exists():
+        """All metric rows of this run, ordered by step (from ``run.duckdb``, or ``metrics.parquet`` once
+        compacted)."""
+        if self.db_path.exists():
+            try:
+                with duckdb.connect(str(self.db_path), read_only=True) as con:
+                    return con.execute("SELECT * FROM metrics ORDER BY step, phase").df()
+            except duckdb.IOException:
+                if not self.compacted:  # else compacted since the check: read the Parquet file that replaced it
+                    raise
+        if not self.metrics_file.is_file():
             return pd.DataFrame(columns=["step", "phase"])
-        with duckdb.connect(str(self.db_path), read_only=True) as con:
-            return con.execute("SELECT * FROM metrics ORDER BY step, phase").df()
+        with duckdb.connect() as con:
+            return con.execute("SELECT * FROM read_parquet(?) ORDER BY step, phase", [str(self.metrics_file)]).df()
 
     def save_figure(self, fig: Any, name: str) -> list[Path]:
         """Save a matplotlib figure as ``name.png`` and ``name.pdf`` in the run folder."""
@@ -153,6 +199,13 @@ class Run:
         path = self.path / f"{name}.csv"
         table.to_csv(path, index=False)
         return path
+
+
+def remove_file(path: Path) -> None:
+    """Delete ``path`` and the files beside it that extend its name (``.wal``, ``.holder``, ``.queue.jsonl``,
+    ``.tmp``), if there."""
+    for file in [path, *path.parent.glob(f"{path.name}.*")]:
+        file.unlink(missing_ok=True)
 
 
 def find_runs(config: ExperimentConfig, folders: Iterable[str | Path]) -> Iterator[Run]:

@@ -17,7 +17,8 @@ from comprl.experience.bank.store import FORMAT_NAME, SCHEMA_VERSION
 from comprl.widgets import BankExplorer
 
 DIM = 384
-RESULTS_BANK = Path(__file__).resolve().parents[1] / "results/cpu/01_single_task/comp_rl_seed0/bank.duckdb"
+RESULTS_RUN = Path(__file__).resolve().parents[1] / "results/cpu/01_single_task/comp_rl_seed0"
+"""A committed run (its bank compacted to Parquet by ``comprl compact``)."""
 
 
 class NoModel(Embedder):
@@ -129,11 +130,11 @@ def test_a_bank_written_before_the_version_was_stored_opens_as_version_1(tmp_pat
 
 
 def test_a_committed_results_bank_opens_in_the_explorer():
-    before = RESULTS_BANK.read_bytes()
-    with BankExplorer(RESULTS_BANK) as explorer:
+    before = {path.name: path.read_bytes() for path in RESULTS_RUN.iterdir()}
+    with BankExplorer(RESULTS_RUN) as explorer:
         first, last = explorer.steps
         assert last > first and not explorer.table(last).empty
-    assert RESULTS_BANK.read_bytes() == before
+    assert {path.name: path.read_bytes() for path in RESULTS_RUN.iterdir()} == before
 
 
 def test_a_damaged_block_is_refused_by_the_explorer(tmp_path):

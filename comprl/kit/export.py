@@ -15,7 +15,9 @@ A bundle is a folder anyone can read without comprl (Parquet, JSON, safetensors)
 :func:`open_bundle` rebuilds the run folder (``config.json``, adapters, ``bank.duckdb``, ``run.duckdb``) from a
 bundle after checking every hash, so that whatever reads a run (``comprl eval``, :func:`comprl.loop.trained_actor`,
 :class:`comprl.kit.widgets.BankExplorer`) reads a bundle the same way; :func:`opened` does it in a temporary
-folder. Nothing here touches the network: uploading is the one ``hf upload`` command the card names.
+folder. A compacted run folder (:mod:`comprl.kit.compact`) holds its rows in the same Parquet files, without a
+manifest, and is read back by the same functions. Nothing here touches the network: uploading is the one
+``hf upload`` command the card names.
 """
 
 from __future__ import annotations
@@ -39,17 +41,13 @@ from comprl.checkpoint import ACTOR_ADAPTERS
 from comprl.config import ExperimentConfig
 from comprl.experience.bank import Embedder, ExperienceBank
 from comprl.experience.bank.store import check_bank_file
-from comprl.runs import Run
+from comprl.runs import BANK_FILES, BANK_TABLES, METRICS_FILE, Run
 
 MANIFEST = "bundle.json"
 FORMAT = "comprl run bundle"
 FORMAT_VERSION = 1
 """Layout of the bundle this code writes and reads (the files of the module docstring); stored in the manifest."""
 
-BANK_TABLES = ("entries", "operations", "meta")
-"""The bank's tables, each written to ``bank_<table>.parquet``."""
-
-METRICS = "metrics.parquet"
 VERSIONS = "versions.json"
 PACKAGES = ("torch", "transformers", "peft", "duckdb", "comprl")
 """Packages whose versions a bundle records (with Python's)."""
@@ -84,12 +82,13 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:
     if (run.path / ACTOR_ADAPTERS).is_file():
         shutil.copyfile(run.path / ACTOR_ADAPTERS, out / ACTOR_ADAPTERS)
     if run.bank_path.is_file():
-        _bank_to_parquet(run.bank_path, out)
+        bank_to_parquet(run.bank_path, out)
+    else:  # a compacted run's bank is in the bundle's files already
+        for file in run.bank_files:
+            if file.is_file():
+                shutil.copyfile(file, out / file.name)
+    metrics_to_parquet(run, out / METRICS_FILE)
     metrics = run.metrics()
-    if not metrics.empty:
-        with duckdb.connect() as con:
-            con.register("rows", metrics)
-            con.execute(f"COPY rows TO {_sql_path(out / METRICS)} (FORMAT parquet)")
     (out / VERSIONS).write_text(json.dumps(package_versions(), indent=2) + "\n")
     card = model_card(run.config(), metrics, run.path.name, sorted(p.name for p in out.iterdir()))
     (out / "README.md").write_text(card)
@@ -99,8 +98,25 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:
     return out
 
 
-def _bank_to_parquet(bank_file: Path, out: Path) -> None:
-    """The bank's tables as Parquet, read from a private copy (the run's file is never opened for writing)."""
+def metrics_to_parquet(run: Run, target: Path) -> bool:
+    """Write the run's metric rows to the Parquet file ``target``, ordered by step and phase, with ``run.duckdb``'s
+    column types (a compacted run's file is copied); False, writing nothing, when the run has no rows."""
+    if not run.db_path.is_file():
+        if run.metrics_file.is_file():
+            shutil.copyfile(run.metrics_file, target)
+        return run.metrics_file.is_file()
+    with duckdb.connect() as con:
+        con.execute(f"ATTACH {sql_path(run.db_path)} AS run (READ_ONLY)")
+        if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'run' AND table_name = "
+                           "'metrics'").fetchone()[0]:
+            return False
+        con.execute(f"COPY (FROM run.metrics ORDER BY step, phase) TO {sql_path(target)} (FORMAT parquet)")
+    return True
+
+
+def bank_to_parquet(bank_file: Path, out: Path) -> None:
+    """The bank's tables as Parquet files in the folder ``out`` (``bank_<table>.parquet``), read from a private
+    copy (the run's file is never opened for writing)."""
     with tempfile.TemporaryDirectory(prefix="comprl-export-") as folder:
         copy = Path(folder) / bank_file.name
         shutil.copyfile(bank_file, copy)
@@ -110,7 +126,7 @@ def _bank_to_parquet(bank_file: Path, out: Path) -> None:
             check_bank_file(con, con.execute("SELECT current_database()").fetchone()[0], bank_file)
             order = {"entries": "id", "operations": "seq", "meta": "key"}
             for table in BANK_TABLES:
-                target = _sql_path(out / f"bank_{table}.parquet")
+                target = sql_path(out / BANK_FILES[table])
                 con.execute(f"COPY (FROM {table} ORDER BY {order[table]}) TO {target} (FORMAT parquet)")
 
 
@@ -157,7 +173,7 @@ def model_card(config: ExperimentConfig, metrics: pd.DataFrame, name: str, files
                 ("the actor's LoRA adapters (`actor_adapters.safetensors`, float16)", adapters),
                 ("the final experience bank as Parquet (`bank_entries.parquet` with the embeddings, "
                  "`bank_operations.parquet`, the log of every change)", has_bank),
-                ("the metric rows (`metrics.parquet`)", METRICS in files),
+                ("the metric rows (`metrics.parquet`)", METRICS_FILE in files),
             ] if present
         )
         + " and the run's `config.json`; `versions.json` names the packages that produced it and `bundle.json` "
@@ -232,23 +248,44 @@ def read_manifest(bundle: str | Path) -> dict:
     return manifest
 
 
+def check_parquet_run(folder: str | Path) -> None:
+    """Check that ``folder`` holds a run as Parquet files: a bundle (:func:`read_manifest` checks every hash) or a
+    compacted run folder (``metrics.parquet`` in place of ``run.duckdb``); :class:`BundleError` otherwise."""
+    folder = Path(folder)
+    if Run(folder).compacted:
+        return
+    if not is_bundle(folder):
+        raise BundleError(
+            f"{folder} is neither a bundle (it has no {MANIFEST}; comprl export RUN DIR writes one) nor a compacted "
+            f"run folder (it has no {METRICS_FILE} in place of run.duckdb; comprl compact RUN writes one)"
+        )
+    read_manifest(folder)
+
+
 def bank_from_bundle(bundle: str | Path, bank_file: str | Path) -> Path:
-    """Rebuild the bundle's bank as the DuckDB bank ``bank_file`` (a new file): the store makes the empty bank,
-    its tables are filled from the Parquet files, and it is opened once more to check it."""
-    bundle, bank_file = Path(bundle), Path(bank_file)
-    read_manifest(bundle)
-    if not (bundle / "bank_entries.parquet").is_file():
-        raise FileNotFoundError(f"{bundle} holds no experience bank (runs of method 'baseline' have none)")
+    """Rebuild the bank of a bundle or of a compacted run folder (:func:`check_parquet_run`) as the DuckDB bank
+    ``bank_file`` (a new file), with :func:`bank_from_parquet`."""
+    check_parquet_run(bundle)
+    return bank_from_parquet(bundle, bank_file)
+
+
+def bank_from_parquet(folder: str | Path, bank_file: str | Path) -> Path:
+    """Rebuild the bank whose tables are the ``bank_<table>.parquet`` files in ``folder`` as the DuckDB bank
+    ``bank_file`` (a new file): the store makes the empty bank, its tables are filled from the Parquet files, and it
+    is opened once more to check it. :func:`bank_from_bundle` checks the folder first."""
+    folder, bank_file = Path(folder), Path(bank_file)
+    if not (folder / BANK_FILES["entries"]).is_file():
+        raise FileNotFoundError(f"{folder} holds no experience bank (runs of method 'baseline' have none)")
     if bank_file.exists():
-        raise FileExistsError(f"{bank_file} exists; bank_from_bundle writes a new file")
+        raise FileExistsError(f"{bank_file} exists; bank_from_parquet writes a new file")
     with duckdb.connect() as con:
-        meta = dict(con.execute(f"SELECT key, value FROM read_parquet({_sql_path(bundle / 'bank_meta.parquet')})")
+        meta = dict(con.execute(f"SELECT key, value FROM read_parquet({sql_path(folder / BANK_FILES['meta'])})")
                     .fetchall())
     embedder = RecordedEmbedder(meta["embedder"], int(meta["dim"]))
     ExperienceBank(bank_file, embedder, use_vss=False, index="exact").close()  # the store's own empty bank
     with duckdb.connect(str(bank_file)) as con:
         for table in ("entries", "operations"):
-            con.execute(f"INSERT INTO {table} FROM read_parquet({_sql_path(bundle / f'bank_{table}.parquet')})")
+            con.execute(f"INSERT INTO {table} FROM read_parquet({sql_path(folder / BANK_FILES[table])})")
     ExperienceBank(bank_file, embedder, use_vss=False, index="exact").close()  # checks the file it made
     return bank_file
 
@@ -271,30 +308,31 @@ class RecordedEmbedder(Embedder):
 
 
 def open_bundle(bundle: str | Path, into: str | Path) -> Run:
-    """The run folder a bundle was made from, rebuilt in ``into`` (a new or empty folder): ``config.json``, the
-    adapters, ``bank.duckdb`` and ``run.duckdb``, after :func:`read_manifest` checked every file."""
+    """The run folder a bundle was made from, or a compacted run folder, rebuilt with DuckDB files in ``into`` (a
+    new or empty folder): ``config.json``, the adapters, ``bank.duckdb`` and ``run.duckdb``, after
+    :func:`check_parquet_run` checked the source."""
     bundle, run = Path(bundle), Run(Path(into))
-    read_manifest(bundle)
+    check_parquet_run(bundle)
     if run.path.exists() and any(run.path.iterdir()):
         raise FileExistsError(f"{run.path} is not empty; open_bundle writes a run folder into a new or empty one")
     run.path.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(bundle / "config.json", run.path / "config.json")
     if (bundle / ACTOR_ADAPTERS).is_file():
         shutil.copyfile(bundle / ACTOR_ADAPTERS, run.path / ACTOR_ADAPTERS)
-    if (bundle / "bank_entries.parquet").is_file():
-        bank_from_bundle(bundle, run.bank_path)
-    if (bundle / METRICS).is_file():
+    if (bundle / BANK_FILES["entries"]).is_file():
+        bank_from_parquet(bundle, run.bank_path)
+    if (bundle / METRICS_FILE).is_file():
         with duckdb.connect(str(run.db_path)) as con:
-            con.execute(f"CREATE TABLE metrics AS FROM read_parquet({_sql_path(bundle / METRICS)})")
+            con.execute(f"CREATE TABLE metrics AS FROM read_parquet({sql_path(bundle / METRICS_FILE)})")
     return run
 
 
 @contextlib.contextmanager
 def opened(run_or_bundle: str | Path | Run) -> Iterator[Run]:
-    """A run folder as it is, or a bundle rebuilt as one (:func:`open_bundle`) in a temporary folder deleted on
-    exit."""
+    """A run folder as it is, or a bundle or compacted run rebuilt as one with DuckDB files (:func:`open_bundle`)
+    in a temporary folder deleted on exit."""
     path = run_or_bundle.path if isinstance(run_or_bundle, Run) else Path(run_or_bundle)
-    if not is_bundle(path):
+    if not (is_bundle(path) or Run(path).compacted):
         yield Run(path)
         return
     with tempfile.TemporaryDirectory(prefix="comprl-bundle-") as folder:
@@ -309,6 +347,6 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _sql_path(path: Path) -> str:
+def sql_path(path: Path) -> str:
     """A path as a DuckDB string literal."""
     return "'" + str(path).replace("'", "''") + "'"

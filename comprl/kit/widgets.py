@@ -82,14 +82,12 @@ def _cell(value: Any) -> str:
 
 
 def _bank_file(run_or_path: Run | str | Path) -> Path:
-    """The bank file of a run, a run folder, or a bank file given directly; a bundle's folder as it is."""
-    if isinstance(run_or_path, Run):
-        path = run_or_path.bank_path
-    else:
-        path = Path(run_or_path)
-        if is_bundle(path):
-            return path
-        path = Run(path).bank_path if path.is_dir() else path
+    """The bank file of a run, a run folder, or a bank file given directly; the folder of a bundle or of a
+    compacted run (whose bank is in Parquet files) as it is."""
+    path = run_or_path.path if isinstance(run_or_path, Run) else Path(run_or_path)
+    if is_bundle(path) or Run(path).compacted:
+        return path
+    path = Run(path).bank_path if path.is_dir() else path
     if not path.is_file():
         raise FileNotFoundError(f"no experience bank at {path} (runs of method 'baseline' have none)")
     return path
@@ -125,13 +123,13 @@ class BankExplorer:
     """Browse a run's experience bank step by step: entries, changes, provenance, retrieval, log counters.
 
     ``run_or_path`` is a :class:`~comprl.runs.Run`, a run folder, a bank file, or a bundle
-    (:mod:`comprl.kit.export`; its bank is rebuilt from Parquet). The explorer opens a copy of the
-    file (and of its write-ahead log), taken when it is built and again on :meth:`reload`; the run's file is only
-    read, so a training loop may keep writing to it. A copy taken while the writer checkpoints may fail to open:
-    reload. A file that is not a bank, of another schema version or damaged is refused with
-    :class:`~comprl.experience.bank.BankFileError` naming it. ``embedder`` serves the retrieval panel; by default
-    the model recorded in the bank, loaded on the first query. Search is exact (brute force), i.e. the oracle for
-    what the actor's HNSW lookup returns.
+    (:mod:`comprl.kit.export`) or compacted run (:mod:`comprl.kit.compact`), whose bank is rebuilt from Parquet.
+    The explorer opens a copy of the file (and of its write-ahead log), taken when it is built and again on
+    :meth:`reload`; the run's file is only read, so a training loop may keep writing to it. A copy taken while the
+    writer checkpoints may fail to open: reload. A file that is not a bank, of another schema version or damaged
+    is refused with :class:`~comprl.experience.bank.BankFileError` naming it. ``embedder`` serves the retrieval
+    panel; by default the model recorded in the bank, loaded on the first query. Search is exact (brute force),
+    i.e. the oracle for what the actor's HNSW lookup returns.
 
     Display the explorer (or its :attr:`widget`) in a notebook; the same views are methods: :meth:`table`,
     :meth:`changes`, :meth:`provenance`, :meth:`query`, :meth:`counters`.
@@ -153,7 +151,7 @@ class BankExplorer:
     def _open_snapshot(self) -> None:
         folder = tempfile.mkdtemp(prefix="comprl-bank-")
         try:
-            if is_bundle(self.path):  # the bank rebuilt from the bundle's Parquet files
+            if self.path.is_dir():  # a bundle or a compacted run: the bank rebuilt from its Parquet files
                 copy = bank_from_bundle(self.path, Path(folder) / "bank.duckdb")
             else:
                 copy = _copy_bank(self.path, Path(folder))
