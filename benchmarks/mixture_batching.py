@@ -3,9 +3,8 @@
     python benchmarks/mixture_batching.py                       # the cpu profile's 3-task step, 3 rounds
     taskset -c 1 python benchmarks/mixture_batching.py --threads 1 --tasks 6-task
 
-Both arms play the training rollout of notebook 02's cpu runs (the cpu profile, one instance per task, 4
-rollouts each, up to 6 turns) with SmolLM2-135M as the actor holds it (LoRA adapters in float32, as ``comprl reproduce``
-sets):
+Both arms play the training rollout of notebook 02's cpu runs (the cpu profile, one instance per task, 8
+rollouts each, up to each task's turn cap) with SmolLM2-135M as the actor holds it (the profile's sampling path):
 
 - ``per_task``: :func:`comprl.actor.rollout.run_episodes` as it runs, one ``generate`` call per task and turn;
 - ``one_batch``: every active episode of a turn in one call, as before per-task calls (a batch is left padded to
@@ -38,10 +37,9 @@ def main() -> None:
     from comprl.actor import rollout
     from comprl.config import make_config
     from comprl.llm import HFEngine, load_model, resolve_dtype
-    from comprl.kit.reproduce import OVERRIDES
     from comprl.actor.trainer import ActorTrainer
 
-    config = make_config("cpu", **OVERRIDES["cpu"], method="baseline", tasks=args.tasks, batch_instances=1)
+    config = make_config("cpu", method="baseline", tasks=args.tasks, batch_instances=1)
     model, tokenizer = load_model(config.model, dtype=resolve_dtype(config.dtype, "cpu"))
     actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor)
     mixture = config.mixture()
@@ -67,7 +65,8 @@ def main() -> None:
             seconds[name] += time.perf_counter() - started
             prompt_tokens[name] += engine.stats["prompt_tokens"] - engine.stats["reused_prompt_tokens"]
             print(f"round {round_}: {name} {seconds[name]:.1f} s so far", flush=True)
-    print(f"\n{args.tasks}, {len(envs)} rollouts of up to {config.max_turns} turns, {args.rounds} rounds, "
+    turns = max(map(mixture.turns, mixture.env_ids))
+    print(f"\n{args.tasks}, {len(envs)} rollouts of up to {turns} turns, {args.rounds} rounds, "
           f"{torch.get_num_threads()} threads")
     print(f"{'arm':<10} {'rollout s':>10} {'uncached prompt tokens':>23} {'time / per_task':>16}")
     for name in arms:

@@ -1,7 +1,7 @@
 """Rollout overhead of the experience manager (paper RQ3): modes none / sync / async side by side, per batch size.
 
     python benchmarks/rollout_overhead.py                                   # tiny random models, 4..32 rollouts/step
-    python benchmarks/rollout_overhead.py --profile cpu --batch-sizes 4 8   # SmolLM2-135M actor and extractor
+    python benchmarks/rollout_overhead.py --profile cpu --batch-sizes 8 32  # SmolLM2-135M actor and extractor
 
 Every (mode, batch size) is a real training run in a fresh process pinned to the actor's cores; the async manager
 runs in a Ray process on the other cores (``comprl.kit.latency``). Prints, per batch size, the rollout and step time

@@ -1,4 +1,4 @@
-"""Experiment configuration as dataclasses, and the three profiles (smoke, cpu, paper) that scale it.
+"""Experiment configuration as dataclasses, and the four profiles (smoke, cpu, gpu, paper) that scale it.
 
 A profile is a complete :class:`ExperimentConfig`; :func:`make_config` takes one and applies overrides, flat
 (``steps=4``) or dotted for nested fields (``**{"actor.learning_rate": 1e-5}``), rejecting unknown names.
@@ -551,7 +551,9 @@ class ExperimentConfig:
     """Task instances per step for some of the tasks; the others get ``batch_instances``. Paper multi-task: 16
     instances x 8 rollouts = 128 rollouts per task."""
     task_turns: dict[str, int] = field(default_factory=dict)
-    """Turn caps for some of the tasks; the others get ``max_turns`` (paper multi-task: 30 for every task)."""
+    """Turn caps for some env ids; the tasks it does not name get ``max_turns`` (paper multi-task: 30 for every
+    task). Like ``env_options`` it may name tasks this run does not play, so that a profile holds a cap for every
+    task it may be asked to play."""
     env_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Constructor keywords per env id, e.g. ``{"comprl/Room-Random-5x5-v0": {"view": "brief"}}`` (comprl's;
     the paper plays every env with its defaults)."""
@@ -609,11 +611,14 @@ class ExperimentConfig:
             raise ValueError(f"unknown env id {self.env_id!r}; accepted: {', '.join(ENV_IDS)}")
         if len(set(self.tasks)) != len(self.tasks):
             raise ValueError(f"tasks={self.tasks!r} names an env id twice")
-        stray = sorted((set(self.task_batch) | set(self.task_turns)) - set(self.task_ids))
+        stray = sorted(set(self.task_batch) - set(self.task_ids))
         if stray:
-            raise ValueError(
-                f"task_batch / task_turns name env ids that are not trained on: {stray}; tasks: {self.task_ids}"
-            )
+            raise ValueError(f"task_batch names env ids that are not trained on: {stray}; tasks: {self.task_ids}")
+        for env_id, cap in self.task_turns.items():
+            if env_id not in ENV_IDS:
+                raise ValueError(f"task_turns: unknown env id {env_id!r}; accepted: {', '.join(ENV_IDS)}")
+            if cap < 1:
+                raise ValueError(f"task_turns[{env_id!r}]={cap!r}: accepted: a turn cap >= 1")
         for env_id in self.env_options:
             if env_id not in ENV_IDS:
                 raise ValueError(f"env_options: unknown env id {env_id!r}; accepted: {', '.join(ENV_IDS)}")
@@ -752,18 +757,37 @@ PROFILES: dict[str, ExperimentConfig] = {
     ),
     # SmolLM2-135M-Instruct from the offline wheel, set up to learn on a 2-core laptop: the lit Room (stairs in
     # view from the first turn) in MiniHack's brief view, whose observation says where the stairs are without the
-    # full view's lines of walls and dark area in every direction; 4 instances x 4 rollouts of 6 turns for 48
-    # steps; 32 held-out episodes. LoRA with a larger learning rate than the paper's full fine-tune of a 7B model.
+    # full view's lines of walls and dark area in every direction; 2 instances x 8 rollouts of 6 turns for 48
+    # steps; 64 held-out episodes. LoRA with a larger learning rate than the paper's full fine-tune of a 7B model.
     # `make demo` runs 4 of the 48 steps.
     "cpu": ExperimentConfig(
         env_id="comprl/Room-Random-5x5-v0",
-        env_options={"comprl/Room-Random-5x5-v0": {"view": "brief"}},
+        # the brief view on every MiniHack task, so that the lit Room of the single-task runs and the dark Room of
+        # the mixtures are read in the same words
+        env_options={env_id: {"view": "brief"} for env_id in ("comprl/Room-Random-5x5-v0", *PAPER_MINIHACK_IDS)},
         model="smollm2-135m",
         steps=48,
-        batch_instances=4,
-        group_size=4,
+        # K = 8 as in the paper: with experience, halves of 4 rollouts, each with an advantage unless all four
+        # agree; at K = 4 a half of 2 has one only when exactly one of its two wins (the committed reference runs:
+        # comp_rl's actor trained on 2.9 sequences per step, the baseline's on 6.7). 2 x 8 keeps 16 rollouts a step.
+        batch_instances=2,
+        group_size=8,
+        # the turn cap of the tasks task_turns does not name (River, SWE-lite: not measured); the lit Room's own
         max_turns=6,
-        eval_episodes=32,
+        # per task, the smallest cap within which the expert wins >= 90% of 500 held-out games (ALFWorld: its 134
+        # evaluation games) in results/design/turn_caps.csv (benchmarks/turn_caps.py); a fixed 6 turns left the
+        # expert 0.44 of ALFWorld and 0.58 of the dark Room, and the cpu runs won none of ALFWorld or WebShop
+        task_turns={
+            "comprl/Room-Random-5x5-v0": 6,  # expert 1.00 (0.86 at 3)
+            "comprl/WebShop-Small-v0": 6,  # expert 1.00 (0.04 at 3)
+            "comprl/ALFWorld-v0": 10,  # expert 1.00 (0.89 at 8)
+            "comprl/Sokoban-6x6-2box-v0": 12,  # expert 0.91 (0.77 at 10)
+            "comprl/Room-Ultimate-5x5-v0": 15,  # expert 0.93 (0.87 at 12)
+            "comprl/MazeWalk-9x9-v0": 30,  # expert 0.92 (0.75 at 20)
+            "comprl/KeyRoom-Dark-S5-v0": 30,  # expert 1.00 (0.65 at 20)
+        },
+        # 64 per seed: a success rate's standard error is at most 0.0625 per seed (32 gave 0.088)
+        eval_episodes=64,
         eval_temperature=0.7,
         checkpoint_every=1,
         device="cpu",
@@ -785,13 +809,56 @@ PROFILES: dict[str, ExperimentConfig] = {
             generation_adapter_dtype="merged",
         ),
         # The same 135M model as extractor. It follows neither operation grammar, so it writes one plain-text
-        # lesson per call ("note" style); empty ones earn -1.
-        # A small buffer so it trains within a short run; half the trajectories distilled per step.
+        # lesson per call ("note" style); empty ones earn -1. Lessons of up to 128 tokens: 48 cut 28% of
+        # SmolLM2-135M's lessons and 44% of Gemma 3 270M's, 128 none of either (benchmarks/lesson_lengths.py).
+        # A small buffer so it trains within a short run; 4 of the 16 trajectories distilled per step. Merges every
+        # 5 steps, the paper's interval (every 2 shrank the bank to 2-3 entries).
         extractor=ExtractorConfig(
-            model="smollm2-135m", style="note", max_new_tokens=48, temperature=0.7, learning_rate=1e-4,
-            lora_rank=16, micro_batch_size=1, buffer_size=2, invalid_reward=-1.0, distill_per_step=4, merge_every=2,
+            model="smollm2-135m", style="note", max_new_tokens=128, temperature=0.7, learning_rate=1e-4,
+            lora_rank=16, micro_batch_size=1, buffer_size=2, invalid_reward=-1.0, distill_per_step=4, merge_every=5,
             gradient_checkpointing=True, generation_adapter_dtype="merged",
         ),
+    ),
+    # Between cpu and paper, for a researcher with one GPU: the paper's task settings (the dark Room in
+    # the official MiniHack view, free-text replies, K = 8, 30 turns, the official retrieval protocol) with a 1.5B
+    # instruct actor and a 1.7B extractor trained through LoRA, 4 instances x 8 rollouts for 56 steps.
+    "gpu": ExperimentConfig(
+        env_options={env_id: {"view": "official"} for env_id in PAPER_MINIHACK_IDS},
+        model="Qwen/Qwen2.5-1.5B-Instruct",
+        # 56 steps of 32 rollouts: 1,792 episodes per run, about a ninth of the paper's 128 x 128
+        steps=56,
+        batch_instances=4,
+        group_size=8,
+        max_turns=30,
+        eval_episodes=64,
+        device="cuda",
+        dtype="bfloat16",
+        requires_gpu=True,
+        # The HF engine runs everywhere; where vLLM is installed (`pip install 'comprl[gpu]'`) pass
+        # rollout.engine=vllm, as the official code rolls out (the profile cannot depend on what is installed: a
+        # run's config must be the same on every machine for finished runs to be found again). Replies of up to 512
+        # tokens leave a 1.5B instruct model room for a few sentences before its answer (the paper's 4,096 serve a
+        # 7B that reasons at length). 16,384 tokens of context hold 30 turns of replies of up to ~390 tokens on
+        # average (the dry run's budget: replies all at the cap are cut after about 25 turns), at half the paper's
+        # 32,768, which halves the update's longest sequences on the one GPU.
+        rollout=RolloutConfig(max_new_tokens=512, max_context_tokens=16384),
+        # LoRA rank 32 at lr 1.5e-5: 15 times the paper's full fine-tune lr of 1e-6. LoRA's best lr sat about 10
+        # times full fine-tuning's, about 15 times in short runs such as this one (Schulman et al. 2025, "LoRA
+        # Without Regret", alpha 32 as here, in which rank-1 LoRA already matched full fine-tuning in RL); bf16
+        # compute and recomputed activations as the paper profile trains
+        actor=ActorConfig(
+            learning_rate=1.5e-5, lora_rank=32, micro_batch_size=4, gradient_checkpointing=True, autocast="bfloat16",
+        ),
+        # Qwen3-1.7B in non-thinking mode: its chat template with enable_thinking=False adds an empty think block
+        # to the generation prompt, which response_prefix writes here (comprl renders the template with its
+        # defaults), so the reply goes straight to the lesson; up to 512 tokens of it, the paper's JSON operations.
+        # LoRA as the actor's.
+        extractor=ExtractorConfig(
+            model="Qwen/Qwen3-1.7B", response_prefix="<think>\n\n</think>\n\n", max_new_tokens=512,
+            learning_rate=1.5e-5, lora_rank=32, micro_batch_size=4, gradient_checkpointing=True, autocast="bfloat16",
+        ),
+        # the paper's embedder and the official code's retrieval protocol
+        bank=BankConfig(embedder="Qwen/Qwen3-Embedding-0.6B", **OFFICIAL_RETRIEVAL),
     ),
     # The paper's single-task setting (actor Qwen2.5-7B-Instruct, 128 rollouts per step, lr 1e-6, clip 0.2).
     "paper": ExperimentConfig(
@@ -826,11 +893,14 @@ PROFILES: dict[str, ExperimentConfig] = {
 EXTRACTOR_SIZES: dict[str, dict[str, str]] = {
     "smoke": {"tiny-random A": "tiny-random", "tiny-random B": "tiny-random"},
     "cpu": {"SmolLM2-135M": "smollm2-135m", "Gemma3-270M": "gemma3-270m"},
+    "gpu": {"Qwen3-1.7B": "Qwen/Qwen3-1.7B", "Qwen3-4B": "Qwen/Qwen3-4B"},
     "paper": {"Qwen3-4B": "Qwen/Qwen3-4B-Thinking-2507", "Qwen3-30B-A3B": "Qwen/Qwen3-30B-A3B-Instruct-2507"},
 }
 """The extractor-size ablation per profile (label -> extractor model, smaller first; notebook 03). Paper:
 Qwen3-4B vs Qwen3-30B-A3B. cpu: two models that install offline from PyPI (Gemma's is the pretrained, not the
-instruction-tuned, 270M). smoke: the tiny random model twice, to exercise the notebook."""
+instruction-tuned, 270M). gpu: the profile's Qwen3-1.7B and the hybrid Qwen3-4B (the paper's size, in the same
+non-thinking mode through the profile's response_prefix). smoke: the tiny random model twice, to exercise the
+notebook."""
 
 
 NESTED = ("rollout", "actor", "extractor", "bank", "experience")

@@ -32,7 +32,7 @@ from comprl.config import TRAINS_ACTOR, ExperimentConfig
 from comprl.experience import connect
 from comprl.experience.interface import ExperienceService, NullExperience, Outcome
 from comprl.llm import HFEngine, load_model, make_engine, resolve_dtype, sharing_weights
-from comprl.runs import Run
+from comprl.runs import AFTER_TRAINING, Run
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +223,13 @@ def run_experiment(
     and ``guided_minus_free`` (:func:`guided_minus_free`).
     Evaluation rows (phase ``eval``) at step 0 and after the last step, with and without experience (with
     ``guided_with_entry``, the episodes that were shown an entry).
+    A training row counts the extractor's work finished since the previous row. In ``experience.mode="async"`` the
+    extractor works behind the actor, so the last steps' distillations and merges end during the final evaluation
+    and as the experience side closes: one more row at the last step, phase ``after_training``
+    (:data:`comprl.runs.AFTER_TRAINING`), holds the experience side's counters read at its close (its columns
+    alone; the evaluations' lookups are kept out of every row). Summed over a run's ``train`` and
+    ``after_training`` rows, ``extractor_outputs`` and the other counts cover every reply the extractor made. A run
+    whose experience side had nothing left to do at the last training row (every ``"sync"`` run) has no such row.
     ``callback`` sees every row as it is written (a live plot in a notebook); ``config.tracker`` gets it too
     (TensorBoard event files in ``<run>/tensorboard/`` by default, :mod:`comprl.tracking`).
 
@@ -309,6 +316,7 @@ def run_experiment(
         if config.eval_episodes:
             _log_eval(record, say, config.steps, engine, envs_by_task, config, experience, run, progress)
         checkpoints.wait()  # the last checkpoint is committed before the run counts as finished
+        _log_after_training(record, say, config.steps, experience.close())
         run.mark_finished()
     finally:
         try:
@@ -316,11 +324,27 @@ def run_experiment(
         finally:
             if learners.workers is not None:
                 learners.workers.close()
-            report = experience.close()
+            report = experience.close()  # the same report when it closed above
             tracker.close()
         if config.uses_experience:
-            say.info("experience manager closed: %s", report)
+            say.info("experience manager closed: %s", {k: v for k, v in report.items() if k != "stats"})
     return run
+
+
+def _log_after_training(
+    record: Callable[[int, str, dict[str, float]], None], say: logging.LoggerAdapter, step: int,
+    report: Mapping[str, Any],
+) -> None:
+    """The ``after_training`` row of :func:`run_experiment` from the experience side's close report (its
+    ``stats``), when that side did anything after the last training row."""
+    stats = report.get("stats")
+    if not stats:
+        return
+    record(step, AFTER_TRAINING, stats)
+    say.info(
+        "after training: extractor outputs valid %.0f/%.0f, finished after the last training row",
+        stats.get("extractor_valid", 0), stats.get("extractor_outputs", 0),
+    )
 
 
 def trained_actor(run: Run | str | Path) -> tuple[HFEngine, ExperimentConfig]:
@@ -377,7 +401,12 @@ def _experience_service(
         return connect(config, run.bank_path, device=str(device), checkpoint=resumed.experience, **shared)
     if config.bank.init_from is not None:
         if not Path(config.bank.init_from).is_file():
-            raise FileNotFoundError(f"bank.init_from={config.bank.init_from!r}: no such bank file")
+            compacted = Run(Path(config.bank.init_from).parent).compacted
+            raise FileNotFoundError(
+                f"bank.init_from={config.bank.init_from!r}: no such bank file"
+                + ("; its run is compacted (bank_*.parquet): comprl.kit.export.bank_from_bundle(RUN_FOLDER, FILE) "
+                   "rebuilds it as a file" if compacted else "")
+            )
         shutil.copyfile(config.bank.init_from, run.bank_path)
     return connect(config, run.bank_path, device=str(device), **shared)
 
@@ -434,7 +463,8 @@ def _log_eval(
     shared = run.path.parent / SHARED_FOLDER if step == 0 else None
     metrics = evaluation_rows(engine, envs, config, search, shared=shared, progress=progress)
     if config.uses_experience:
-        experience.stats()  # evaluation lookups are not part of the next training step's counters
+        # the evaluation's lookups are not part of the next row's counters; what the extractor did meanwhile is
+        experience.stats(searches_only=True)
     record(step, "eval", metrics)
     say.info(
         "eval after step %d: success %.2f over %d episodes%s%s", step, metrics["success_rate"], metrics["episodes"],

@@ -16,7 +16,7 @@ from comprl import make_config
 from comprl.kit import cli, notebook_runner
 from comprl.kit.cli import main
 from comprl.kit.notebook_runner import check_parameters, declared_parameters, notebook_path, parse_value
-from comprl.config import METHODS, PROFILES, ExperimentConfig, RolloutConfig
+from comprl.config import EXTRACTOR_SIZES, METHODS, PROFILES, ExperimentConfig, RolloutConfig
 from comprl.envs import make
 from comprl.runs import Run
 from comprl.actor.trainer import ActorConfig
@@ -28,6 +28,19 @@ def test_profiles_differ_in_scale_and_model():
     assert PROFILES["paper"].requires_gpu and PROFILES["paper"].actor.learning_rate == 1e-6
 
 
+def test_the_gpu_profile_is_the_papers_setting_for_one_gpu_with_smaller_lora_trained_models():
+    gpu, paper = PROFILES["gpu"], PROFILES["paper"]
+    assert gpu.requires_gpu and gpu.device == "cuda" and gpu.dtype == "bfloat16"
+    # the paper's task settings: K = 8, 30 turns, the official MiniHack view and retrieval protocol, free text
+    same = ("env_id", "group_size", "max_turns", "env_options", "bank")
+    assert {name: getattr(gpu, name) for name in same} == {name: getattr(paper, name) for name in same}
+    assert not gpu.rollout.constrained_actions and gpu.actor.lora_rank == gpu.extractor.lora_rank == 32
+    assert gpu.mixture().size * gpu.group_size == 32 and gpu.steps == 56
+    # Qwen3-1.7B (and 4B, notebook 03) in non-thinking mode: the empty think block its template writes for it
+    assert gpu.extractor.model == EXTRACTOR_SIZES["gpu"]["Qwen3-1.7B"]
+    assert gpu.extractor.response_prefix == "<think>\n\n</think>\n\n"
+
+
 def test_overrides_flat_and_dotted():
     config = make_config("smoke", steps=5, **{"actor.learning_rate": 3e-5})
     assert config.steps == 5 and config.actor.learning_rate == 3e-5
@@ -37,7 +50,7 @@ def test_overrides_flat_and_dotted():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"profile": "laptop"}, "unknown profile 'laptop'; accepted: smoke, cpu, paper"),
+        ({"profile": "laptop"}, "unknown profile 'laptop'; accepted: smoke, cpu, gpu, paper"),
         ({"profile": "smoke", "stepz": 3}, "unknown config field 'stepz'"),
         ({"profile": "smoke", "actor.lr": 1.0}, r"unknown field\(s\) \['lr'\] of actor"),
         ({"profile": "smoke", "method": "magic"}, "method='magic'; accepted: baseline"),
@@ -341,3 +354,48 @@ def test_the_command_and_the_configs_load_without_torch():
     assert (
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
     )
+
+
+def test_cli_tracker_reaches_the_executed_notebooks_overrides_beside_the_given_ones(tmp_path):
+    out = tmp_path / "out"
+    main(["run", str(_tiny_notebook(tmp_path)), "--output-dir", str(out), "--tracker", "none",
+          "-p", "overrides", '{"steps": 2}'])
+    assert json.loads((out / "given.json").read_text())["overrides"] == {"steps": 2, "tracker": "none"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--tracker", "neptune"],
+         "--tracker 'neptune' is unknown; accepted: none, tensorboard, wandb, mlflow, trackio"),
+        (["--tracker", "none", "-p", "overrides", '{"tracker": "wandb"}'],
+         "--tracker 'none' and overrides' tracker 'wandb' differ; give one of them"),
+    ],
+)
+def test_cli_run_refuses_an_unknown_or_contradicted_tracker_before_any_kernel_starts(tmp_path, extra, message):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit, match=message):
+        main(["run", str(_tiny_notebook(tmp_path)), "--output-dir", str(out), *extra])
+    assert not out.exists()
+
+
+def test_reproduce_refuses_an_unknown_tracker_before_any_notebook(tmp_path):
+    with pytest.raises(SystemExit, match="--tracker 'neptune' is unknown; accepted: none, tensorboard, wandb"):
+        main(["reproduce", "--profile", "smoke", "--results", str(tmp_path / "results"), "--tracker", "neptune"])
+    assert not (tmp_path / "results").exists()
+
+
+def test_reproduce_tracker_goes_into_every_notebooks_overrides_and_the_configs_take_it(tmp_path, monkeypatch):
+    executed = {}
+    monkeypatch.setattr(
+        "comprl.kit.notebook_runner.run_notebook", lambda name, profile, params, out: executed.setdefault(name, params)
+    )
+    monkeypatch.setattr("comprl.kit.reproduce.write_report", lambda profile, results: results / "REPORT.md")
+    main(["reproduce", "--profile", "smoke", "--results", str(tmp_path), "--tracker", "none"])
+    from comprl.kit.reproduce import STEPS
+
+    assert set(executed) == {step.notebook for step in STEPS}
+    for name, params in executed.items():
+        assert params["overrides"] == {"tracker": "none"}, name
+        check_parameters(notebook_path(name), params)  # what run_notebook checks before the kernel starts
+    assert make_config("smoke", **executed["01_single_task"]["overrides"]).tracker == "none"

@@ -12,6 +12,7 @@ import pytest
 import torch
 from conftest import make_rewarding_even_replies
 
+import comprl
 from comprl import loop, tracking
 from comprl.actor.rollout import Trajectory
 from comprl.chat import ChatFormat
@@ -20,9 +21,10 @@ from comprl.envs import mixture
 from comprl.experience.bank import Embedder, ExperienceBank
 from comprl.experience.extractor.track import ExperienceTrack, reply_rates
 from comprl.experience.interface import Episode
+from comprl.experience.manager import ExperienceManager
 from comprl.kit.report import extractor_diagnostics
 from comprl.llm import HFEngine, load_model
-from comprl.runs import load_metrics
+from comprl.runs import AFTER_TRAINING, Run, load_metrics
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"
 PREFIX = "Lesson:"
@@ -63,15 +65,17 @@ def bank(tmp_path):
         yield opened
 
 
+def room_episode(step: int) -> Episode:
+    """A won Room episode of one turn."""
+    messages = ({"role": "user", "content": "The stairs are west."}, {"role": "assistant", "content": "west"})
+    return Episode(ROOM, 1, step, 0, "Reach the stairs down.", messages, True)
+
+
 def distilled(engine: HFEngine, bank: ExperienceBank, cap: int, prefix: str) -> tuple[list[int], dict[str, float]]:
     """One greedy distillation of one episode with a ``cap``-token limit: the reply's tokens and the track's stats."""
     config = ExtractorConfig(style="note", max_new_tokens=cap, temperature=0.0, response_prefix=prefix)
     track = ExperienceTrack(engine, bank, config, task=ROOM)
-    episode = Episode(
-        ROOM, 1, 1, 0, "Reach the stairs down.",
-        ({"role": "user", "content": "The stairs are west."}, {"role": "assistant", "content": "west"}), True,
-    )
-    (sample,) = track.distill([episode], step=1)
+    (sample,) = track.distill([room_episode(step=1)], step=1)
     reply = [t for t, generated in zip(sample.token_ids, sample.action_mask) if generated]
     return reply, track.take_stats()
 
@@ -105,6 +109,23 @@ def test_a_reply_of_nothing_but_eos_is_empty_and_not_cut(chain_engine, bank):
     assert stats["rejected_empty_text"] == 1
     rates = reply_rates(stats)
     assert rates["extractor_empty_fraction"] == 1.0 and math.isnan(rates["extractor_lesson_tokens"])
+
+
+def test_an_evaluations_reading_takes_its_lookups_and_leaves_the_extractors_work_to_the_next(tmp_path):
+    config = make_config("smoke", method="comp_rl", **{"experience.warmup": 0, "extractor.max_new_tokens": 12})
+    manager = ExperienceManager(config, tmp_path / "bank.duckdb")  # sync: a submit is distilled before it returns
+    manager.submit([room_episode(step=1)])
+    manager.search(["Where are the stairs?"], [ROOM], record=False)
+    lookups = manager.stats(searches_only=True)
+    assert lookups["manager_search_queries"] == 1 and "extractor_outputs" not in lookups
+    rest = manager.stats()
+    assert rest["extractor_outputs"] == rest["manager_distilled"] == 1 and rest["manager_search_queries"] == 0
+    manager.submit([room_episode(step=2)])
+    report = manager.close()
+    assert report["stats"]["extractor_outputs"] == 1, "close reads what was done since the last reading"
+    assert manager.close() is report
+    idle = ExperienceManager(config, tmp_path / "idle.duckdb")
+    assert idle.close()["stats"] == {}, "nothing done, nothing to read"
 
 
 def test_with_no_reply_since_the_last_row_the_fractions_are_nan_not_zero():
@@ -174,6 +195,8 @@ def test_a_sync_run_logs_the_diagnostics_in_range(sync_run):
     assert len(train) == config.steps
     check_rows(train, config)
     assert train["guided_minus_free"].notna().all()  # every step's guided halves saw the seeded bank's entries
+    # sync: every reply is counted in its own step's row, none is left for an after_training row
+    assert set(metrics["phase"]) == {"train", "eval"}
     evals = metrics[metrics["phase"] == "eval"]
     # the seeded bank answers every evaluation query, before and after training
     assert evals["guided_with_entry"].tolist() == [config.eval_episodes] * 2
@@ -207,7 +230,9 @@ def test_the_report_leaves_out_methods_without_an_extractor(sync_run):
     assert extractor_diagnostics(baseline.drop(columns=["extractor_outputs"])).empty
 
 
-def test_an_async_mixture_run_over_ray_logs_the_diagnostics(tmp_path):
+@pytest.fixture(scope="module")
+def async_run(tmp_path_factory):
+    """A smoke comp_rl run of the 3-task mixture with the manager as a Ray actor (``experience.mode="async"``)."""
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
     try:
@@ -215,9 +240,14 @@ def test_an_async_mixture_run_over_ray_logs_the_diagnostics(tmp_path):
             "smoke", method="comp_rl", steps=2, tasks="3-task", batch_instances=1,
             **{"experience.mode": "async", "experience.fence": "flush"},
         )
-        run = loop.run_experiment(config, output_dir=tmp_path, name="async", progress=False)
+        run = loop.run_experiment(config, output_dir=tmp_path_factory.mktemp("async"), name="async", progress=False)
     finally:
         ray.shutdown()
+    return run, config
+
+
+def test_an_async_mixture_run_over_ray_logs_the_diagnostics(async_run):
+    run, config = async_run
     metrics = run.metrics()
     train = metrics[metrics["phase"] == "train"]
     check_rows(train, config)
@@ -225,3 +255,35 @@ def test_an_async_mixture_run_over_ray_logs_the_diagnostics(tmp_path):
     per_task = [final[f"guided_{name}_with_entry"] for name in ("room", "webshop", "alfworld")]
     assert final["guided_with_entry"] == sum(per_task) and all(0 <= n <= config.eval_episodes for n in per_task)
     assert not extractor_diagnostics(load_metrics(run.path)).empty
+
+
+def test_every_reply_of_an_async_run_is_counted_in_its_rows(async_run):
+    """The extractor's work after the last training row (finished during the final evaluation and at shutdown)
+    lands in the after_training row: the rows' sums equal the replies in the bank's operations log, where every
+    extractor answer is one batch of rows (applied or rejected), whatever the rows said."""
+    run, config = async_run
+    metrics = run.metrics()
+    counted = metrics[metrics["phase"].isin(["train", AFTER_TRAINING])]
+    with ExperienceBank(run.bank_path, Embedder()) as bank:
+        log = bank.operations()
+    replies = log[log["origin"].isin(["distill", "merge"])]
+    assert len(replies) and counted["extractor_outputs"].sum() == replies["batch"].nunique()
+    assert counted["extractor_rejected"].sum() == (replies["op"] == "reject").sum()
+    after = metrics[metrics["phase"] == AFTER_TRAINING]
+    assert after["step"].tolist() == [config.steps]
+    assert after["extractor_outputs"].sum() > 0  # the last step's merges, scheduled after its row was read
+    assert after.filter(like="success_rate").isna().all().all()  # the experience side's columns alone
+    table = extractor_diagnostics(load_metrics(run.path))
+    assert table["replies"].tolist() == [replies["batch"].nunique()]
+
+
+def test_resuming_after_the_last_checkpoint_drops_the_rows_logged_after_it(tmp_path):
+    run = Run.create(tmp_path, make_config("smoke", method="comp_rl", steps=2), name="r")
+    for step, phase in [(0, "eval"), (1, "train"), (2, "train"), (2, "eval"), (2, AFTER_TRAINING)]:
+        run.log(step, phase, {"extractor_outputs": 1.0})
+    run.rollback(2)
+    assert run.metrics()[["step", "phase"]].values.tolist() == [[0, "eval"], [1, "train"], [2, "train"]]
+
+
+def test_the_diagnostics_table_is_a_public_name_of_the_package():
+    assert comprl.extractor_diagnostics is extractor_diagnostics and "extractor_diagnostics" in comprl.__all__

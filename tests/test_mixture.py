@@ -3,7 +3,9 @@ experiment loop trains one actor, one extractor and one bank on several tasks at
 
 from __future__ import annotations
 
+import csv
 from collections import Counter
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -16,6 +18,7 @@ from comprl.experience.manager import ExperienceManager
 from comprl.loop import StepLayout, make_envs
 
 ROOM, WEBSHOP, ALFWORLD = MIXTURES["3-task"]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_presets_produce_the_papers_task_mix():
@@ -80,6 +83,48 @@ def test_multi_task_configs_take_presets_and_per_task_sizes_and_reject_strays():
         make_config("smoke", tasks="4-task")
     with pytest.raises(ValueError, match="unknown env id"):
         make_config("smoke", tasks=[ROOM, "comprl/Nope-v0"])
+
+
+def test_turn_caps_may_name_tasks_a_run_does_not_play_but_no_unknown_env_or_cap_below_one():
+    config = make_config("smoke", task_turns={WEBSHOP: 6, ALFWORLD: 10})
+    assert config.mixture().max_turns == {ROOM: 3}  # a single-task Room run keeps its own cap
+    assert make_config("smoke", tasks="3-task", task_turns={WEBSHOP: 6}).mixture().turns(WEBSHOP) == 6
+    with pytest.raises(ValueError, match=r"task_turns: unknown env id 'comprl/Nope-v0'; accepted: comprl/"):
+        make_config("smoke", task_turns={"comprl/Nope-v0": 6})
+    with pytest.raises(ValueError, match=r"task_turns\['comprl/WebShop-Small-v0'\]=0: accepted: a turn cap >= 1"):
+        make_config("smoke", task_turns={WEBSHOP: 0})
+
+
+def _turn_caps_csv() -> dict[str, list[dict[str, str]]]:
+    """results/design/turn_caps.csv (benchmarks/turn_caps.py) by env id, caps in increasing order."""
+    rows: dict[str, list[dict[str, str]]] = {}
+    with open(REPO / "results" / "design" / "turn_caps.csv", newline="") as file:
+        for row in csv.DictReader(file):
+            rows.setdefault(row["env_id"], []).append(row)
+    return {env_id: sorted(its, key=lambda row: int(row["cap"])) for env_id, its in rows.items()}
+
+
+def test_every_cpu_turn_cap_is_the_smallest_within_which_the_expert_wins_nine_games_in_ten():
+    measured = _turn_caps_csv()
+    caps = make_config("cpu").task_turns
+    assert set(caps) == set(measured)  # every measured task has its cap
+    for env_id, rows in measured.items():
+        smallest = next(int(row["cap"]) for row in rows if float(row["expert_success"]) >= 0.9)
+        assert caps[env_id] == smallest, env_id
+
+
+def test_the_laptop_mixture_holds_tasks_a_random_policy_wins_within_their_cpu_caps():
+    measured = _turn_caps_csv()
+    config = make_config("cpu", tasks="laptop-2")
+    for env_id in config.task_ids:
+        cap = config.mixture().turns(env_id)
+        random_success = next(float(row["random_success"]) for row in measured[env_id] if int(row["cap"]) == cap)
+        assert random_success >= 0.15, env_id
+    assert config.task_ids == (config.env_id, ROOM)  # the single-task runs' lit Room and the paper's dark one
+    lit = MIXTURES["3-task-lit"]
+    assert lit[0] == config.env_id and lit[1:] == MIXTURES["3-task"][1:]  # the paper's 3 tasks, the lit Room in front
+    for env_id in ("comprl/WebShop-Small-v0", "comprl/ALFWorld-v0", "comprl/KeyRoom-Dark-S5-v0"):
+        assert float(measured[env_id][-1]["random_success"]) == 0.0  # why they are left out of laptop-2
 
 
 def test_each_guided_query_is_answered_from_its_own_tasks_entries(tmp_path):

@@ -10,12 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import torch
 
 from comprl import checkpoint, runs
-from comprl.kit import paper, parallel, planner, reproduce
+from comprl.kit import parallel, planner, reproduce, verdicts
 from comprl.kit.cli import main
 from comprl.config import make_config
 from comprl.envs import ENV_IDS
@@ -39,20 +38,24 @@ def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_pat
     root = results / "smoke"
     times = json.loads((root / "reproduce.json").read_text())
     assert list(times) == ["01_single_task", "06_bank_explorer"] and all(t["seconds"] > 0 for t in times.values())
-    # 06 explored the bank of 01's comp_rl run instead of training its own
-    assert (root / "01_single_task" / "comp_rl_seed0" / "bank.duckdb").is_file()
+    # 06 explored the bank of 01's comp_rl run instead of training its own, compacted once 01 finished
+    assert runs.Run(root / "01_single_task" / "comp_rl_seed0").compacted
+    assert (root / "01_single_task" / "comp_rl_seed0" / "bank_entries.parquet").is_file()
     assert not any((root / "06_bank_explorer").glob("*_seed*"))
     report = (results / "REPORT.md").read_text()
     assert "## 01_single_task" in report and "![learning_curve](smoke/01_single_task/learning_curve.png)" in report
     assert "| single task Room: comp_rl / baseline success | 1.30x | " in report  # the paper's number beside ours
-    assert report.count("| claim | paper | this run | delta | direction |") == 1
+    assert report.count(verdicts.HEADER[0]) == 1 and "### Collapse per seed" in report
+    assert "| lesson cap (extractor tokens) | 16 | 8192 |" in report  # the settings beside the paper's
+    assert "- elapsed wall time: " in report and " calls (overlaps counted once)" in report
     assert "Actor instruction, `comprl/Room-Ultimate-5x5-v0`" in report and "transformers " in report
     assert "## 02_multitask\n\nNot run." in report and "Notes from" not in report
     (root / reproduce.NOTES).write_text("Paused twice for CI.\n")
-    assert (
+    assert (  # linked, not pasted
         reproduce.write_report("smoke", results)
         .read_text()
-        .endswith("## Notes from whoever ran it\n\nPaused twice for CI.\n")
+        .endswith("## Notes from whoever ran it\n\nThe working notes of this reproduction: "
+                  "[smoke/NOTES.md](smoke/NOTES.md).\n")
     )
     before = (root / "01_single_task" / "01_single_task.ipynb").stat().st_mtime
     assert main(args) == 0  # finished notebooks are not executed again
@@ -82,26 +85,49 @@ def test_jobs_go_to_the_notebooks_that_take_them_and_must_fit_the_cores(tmp_path
     capsys.readouterr()
 
 
-def test_the_cpu_reproduction_copies_the_committed_reference_runs_on_their_sampling_path(tmp_path, monkeypatch, capsys):
+def test_the_cpu_reproduction_plans_the_k8_design_and_copies_the_reference_runs_a_profile_names(
+    tmp_path, monkeypatch, capsys
+):
     executed = {}
     monkeypatch.setattr(reproduce, "_missing_models", lambda profile, steps: [])  # Gemma (03) is an opt-in extra
     monkeypatch.setattr(
         "comprl.kit.notebook_runner.run_notebook", lambda name, profile, params, out: executed.setdefault(name, params)
     )
     monkeypatch.setattr("comprl.kit.reproduce.write_report", lambda profile, results: results / "REPORT.md")
+    monkeypatch.setitem(reproduce.REFERENCE_RUNS, "cpu", ["reference/some_runs"])
     assert main(["reproduce", "--profile", "cpu", "--results", str(tmp_path)]) == 0
-    reference = str(tmp_path / "reference" / "01_single_task_cpu")
+    reference = str(tmp_path / "reference" / "some_runs")
     assert executed["01_single_task"]["reuse"] == [reference]
     assert executed["02_multitask"]["reuse"] == [reference, str(tmp_path / "cpu" / "01_single_task")]
-    for name in ("01_single_task", "02_multitask", "03_extractor_size", "04_ablations"):
-        assert executed[name]["overrides"] == reproduce.OVERRIDES["cpu"]
-    # what 01 will ask for is exactly the config the committed reference runs were trained with
-    planned = {(config.method, config.seed): config for config in reproduce.STEPS[0].configs("cpu")}
-    for run in sorted((REPO / "results" / "reference" / "01_single_task_cpu").glob("*_seed*")):
-        method, seed = run.name.rsplit("_seed", 1)
-        config = planned[method, int(seed)]
-        assert not runs._differences(runs.Run(run).config().to_dict(), config.to_dict()), run.name
+    assert not any("overrides" in params for params in executed.values())  # every run on the profile's own path
+    assert executed["01_single_task"]["seeds"] == [0, 1, 2, 3, 4]
+    assert {key: executed["02_multitask"][key] for key in ("mixtures", "methods", "batch_per_task", "seeds")} == {
+        "mixtures": ["laptop-2"], "methods": ["baseline", "comp_rl"], "batch_per_task": 1, "seeds": [0, 1, 2]
+    }
+    assert executed["05_latency_analysis"]["batch_sizes"] == [8, 32]
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("profile", ["cpu", "gpu", "paper"])
+def test_every_planned_run_is_in_groups_of_eight_split_into_halves_of_four(profile):
+    configs = [config for step in reproduce.STEPS for config in step.configs(profile)]
+    assert configs and {config.group_size for config in configs} == {8}
+    assert all(batch % 8 == 0 for batch in reproduce.LATENCY_BATCH_SIZES[profile])
+
+
+def test_no_planned_cpu_run_is_one_of_the_committed_reference_runs():
+    # they were trained before the K = 8 design: linking one would pass an old run off as a new one
+    folders = sorted(path for path in (REPO / "results" / "reference").iterdir() if path.is_dir())
+    assert any(folder.glob("*/config.json") for folder in folders)
+    planned = [config for step in reproduce.STEPS for config in step.configs("cpu")]
+    assert len(planned) > 40 and not [run.path for c in planned for run in runs.find_runs(c, folders)]
+
+
+def test_the_cpu_mixture_plays_the_single_task_runs_room_and_its_one_task_point_is_copied_from_01():
+    mixture, single = (reproduce.STEPS[1].configs("cpu")[i] for i in (0, -1))
+    assert mixture.tasks == ("comprl/Room-Random-5x5-v0", "comprl/Room-Ultimate-5x5-v0")
+    assert mixture.mixture().size * mixture.group_size == 16  # the rollouts of a single-task step
+    assert single in reproduce.STEPS[0].configs("cpu")  # the same config: linked from 01, not trained again
 
 
 def test_a_model_that_is_not_installed_stops_the_reproduction_before_any_notebook(tmp_path, monkeypatch, capsys):
@@ -402,200 +428,6 @@ def test_shipped_model_configs_build_the_model_cards_parameter_counts(model, car
     assert model not in planner.PARAMETERS_B or planner.PARAMETERS_B[model] == card_b
 
 
-def test_each_claim_stands_next_to_the_papers_number_with_the_delta_and_the_direction(tmp_path):
-    (tmp_path / "01_single_task").mkdir()
-    rows = (
-        "method,success_after,episode_length_after\nbaseline,0.5,4.0\ncomp_rl,0.25,5.0\nbaseline,0.7,4.0\n"
-        "comp_rl,0.35,5.0\n"
-    )
-    (tmp_path / "01_single_task" / "summary.csv").write_text(rows)
-    claims = reproduce._claims(tmp_path)
-    assert claims[0] == "| claim | paper | this run | delta | direction |"
-    # the paper's ratios are above 1, ours below: the other way
-    assert "| single task Room: comp_rl / baseline success | 1.30x | 0.50x | -0.80x | not reproduced |" in claims
-    assert (
-        "| single task Room: baseline / comp_rl actions per episode | 1.50x | 0.80x | -0.70x | not reproduced |"
-        in claims
-    )
-    (tmp_path / "01_single_task" / "summary.csv").write_text(
-        "method,success_after,episode_length_after\nbaseline,0,4\ncomp_rl,0.1,3\n"
-    )
-    claims = reproduce._claims(tmp_path)
-    assert "| single task Room: comp_rl / baseline success | 1.30x | - | - | - |" in claims  # baseline 0: no ratio
-    assert (
-        "| single task Room: baseline / comp_rl actions per episode | 1.50x | 1.33x | -0.17x | same direction |"
-        in claims
-    )
-    (tmp_path / "02_multitask").mkdir()
-    table = pd.DataFrame(
-        [(label, ours, sd, paper.TABLE_1_3_TASK[label]["avg"]) for (label, _, _), ours, sd in zip(
-            paper.TABLE_ROWS, (0.25, 0.3, 0.3, 0.1, 0.35, 0.3), (0.05, 0.1, 0.1, None, 0.1, 0.1)
-        )],
-        columns=["row", "avg", "avg_sd", "paper_avg"],
-    )
-    table.to_csv(tmp_path / "02_multitask" / "table1_vs_paper.csv", index=False)
-    claims = reproduce._claims(tmp_path)
-    assert (
-        "| 3-task Table 1, Baseline GRPO (no experience): avg success | 0.75 | 0.25 (sd 0.05 over seeds) | -0.50 | - |"
-        in claims
-    )
-    # read against our baseline (0.25): the paper's exp_only and static rows are below its baseline, ours above
-    assert (
-        "| 3-task Table 1, Experience only (actor frozen): avg success | 0.33 | 0.10 | -0.23 | same direction |"
-        in claims
-    )
-    assert (
-        "| 3-task Table 1, Static online experience, eval with exp.: avg success | 0.59 | 0.30 (sd 0.10 over seeds) "
-        "| -0.29 | not reproduced |"
-        in claims
-    )
-    assert (
-        "| 3-task Table 1, Complementary RL, eval with exp.: avg success | 0.82 | 0.35 (sd 0.10 over seeds) | -0.47 "
-        "| same direction |"
-        in claims
-    )
-    # with experience minus without: the paper's +0.05 (static) and +0.04 (comp_rl)
-    assert (
-        "| 3-task Table 1, static: eval with experience minus without | +0.050 | +0.000 | -0.050 | not reproduced |"
-        in claims
-    )
-    assert (
-        "| 3-task Table 1, comp_rl: eval with experience minus without | +0.040 | +0.050 | +0.010 | same direction |"
-        in claims
-    )
-    (tmp_path / "02_multitask" / "task_scaling.csv").write_text("tasks_trained,gain\n1,0.05\n3,0.01\n6,-0.02\n")
-    (tmp_path / "03_extractor_size").mkdir()
-    sizes = "extractor,guided_success_after\nSmolLM2-135M,0.29\nGemma3-270M,0.22\n"
-    (tmp_path / "03_extractor_size" / "summary.csv").write_text(sizes)
-    claims = reproduce._claims(tmp_path)  # claims whose own format is signed
-    assert (
-        "| task scaling, 1 tasks: gain over baseline | - | +0.050 | - | - |" in claims
-    )  # the paper has no 1-task point
-    assert "| task scaling, 3 tasks: gain over baseline | +0.066 | +0.010 | -0.056 | same direction |" in claims
-    assert "| task scaling, 6 tasks: gain over baseline | +0.081 | -0.020 | -0.101 | not reproduced |" in claims
-    assert "| larger extractor: avg success gain | +0.050 | -0.070 | -0.120 | not reproduced |" in claims
-
-
-def test_a_direction_resting_on_less_than_two_standard_errors_is_marked_as_seed_noise(tmp_path):
-    (tmp_path / "02_multitask").mkdir()
-    # (row, avg, sd over seeds): the baseline at 0.25 (sd 0.05), three seeds each
-    ours = [(0.25, 0.05), (0.30, 0.10), (0.60, 0.01), (0.10, None), (0.35, 0.10), (0.30, 0.10)]
-    table = pd.DataFrame(
-        [
-            (label, "3-task", 3, avg, sd, paper.TABLE_1_3_TASK[label]["avg"])
-            for (label, _, _), (avg, sd) in zip(paper.TABLE_ROWS, ours)
-        ],
-        columns=["row", "tasks", "seeds", "avg", "avg_sd", "paper_avg"],
-    )
-    table.to_csv(tmp_path / "02_multitask" / "table1_vs_paper.csv", index=False)
-    table.drop(columns="paper_avg").to_csv(tmp_path / "02_multitask" / "table1.csv", index=False)
-    (tmp_path / "02_multitask" / "task_scaling.csv").write_text("tasks,tasks_trained,gain\n3-task,3,0.10\n")
-    (tmp_path / "04_ablations").mkdir()
-    summary = (
-        "variant,seeds,guided_success_after,guided_success_after_sd\ncomp_rl,3,0.5,0.01\n"
-        "no_merge,3,0.4,0.01\nshared_weights,3,0.45,0.1\n"
-    )
-    (tmp_path / "04_ablations" / "summary.csv").write_text(summary)
-    (tmp_path / "01_single_task").mkdir()
-    single = (
-        "method,seeds,success_after,success_after_sd,episode_length_after,episode_length_after_sd\n"
-        "baseline,3,0.56,0.25,4.5,0.2\ncomp_rl,3,0.29,0.08,5.1,1.0\n"
-    )
-    (tmp_path / "01_single_task" / "summary.csv").write_text(single)
-    claims = "\n".join(reproduce._claims(tmp_path))
-    # the ratios are read on the difference of means under them: -0.27 against an error of 0.15, -0.6 against 0.59
-    assert (
-        "| single task Room: comp_rl / baseline success | 1.30x | 0.52x | -0.78x "
-        "| not reproduced, within the seed noise |"
-        in claims
-    )
-    assert (
-        "| single task Room: baseline / comp_rl actions per episode | 1.50x | 0.88x | -0.62x "
-        "| not reproduced, within the seed noise |"
-        in claims
-    )
-    # comp_rl +0.10 over the baseline, standard error sqrt(0.05^2/3 + 0.10^2/3) = 0.065: inside 2 errors
-    assert (
-        "| 3-task Table 1, Complementary RL, eval with exp.: avg success | 0.82 | 0.35 (sd 0.10 over seeds) | -0.47 "
-        "| same direction, within the seed noise |"
-        in claims
-    )
-    assert (
-        "Static online experience, eval with exp.: avg success | 0.59 | 0.30 (sd 0.10 over seeds) | -0.29 "
-        "| not reproduced, within the seed noise |"
-        in claims
-    )
-    # +0.35 against an error of 0.029: a direction the seeds agree on, here the wrong one
-    assert (
-        "Static online experience, eval without exp.: avg success | 0.54 | 0.60 (sd 0.01 over seeds) | +0.06 "
-        "| not reproduced |"
-        in claims
-    )
-    assert (
-        "Experience only (actor frozen): avg success | 0.33 | 0.10 | -0.23 | same direction |" in claims
-    )  # one sd unknown
-    assert (
-        "| 3-task Table 1, comp_rl: eval with experience minus without | +0.040 | +0.050 | +0.010 "
-        "| same direction, within the seed noise |"
-        in claims
-    )
-    assert (
-        "| task scaling, 3 tasks: gain over baseline | +0.066 | +0.100 | +0.034 "
-        "| same direction, within the seed noise |"
-        in claims
-    )
-    assert (
-        "| ablation no_merge: held-out success with experience, minus comp_rl's | lower "
-        "| -0.100 (sd over seeds 0.010, comp_rl 0.010) | - | same direction |"
-        in claims
-    )
-    assert (
-        "| ablation shared_weights: held-out success with experience, minus comp_rl's | lower "
-        "| -0.050 (sd over seeds 0.100, comp_rl 0.010) | - | same direction, within the seed noise |"
-        in claims
-    )
-
-
-def test_ablations_are_read_against_the_papers_directions(tmp_path):
-    (tmp_path / "04_ablations").mkdir()
-    summary = (
-        ""
-        "variant,guided_success_after,guided_success_after_sd\ncomp_rl,0.5,0.1\nno_merge,0.4,0.05\nno_search_and_ask,0.6,\n"
-        "no_split_advantages,0.2,0.1\n"
-    )
-    (tmp_path / "04_ablations" / "summary.csv").write_text(summary)
-    curves = {
-        "comp_rl": [0.1, 0.3, 0.5, 0.5, 0.6, 0.6, 0.6, 0.6],
-        "no_split_advantages": [0.1, 0.4, 0.6, 0.6, 0.3, 0.1, 0.0, 0.0],
-    }
-    rows = [
-        ("train", variant, seed, step + 1, rate)
-        for variant, curve in curves.items()
-        for seed in (0, 1)
-        for step, rate in enumerate(curve)
-    ]
-    pd.DataFrame(rows, columns=["phase", "variant", "seed", "step", "success_rate"]).to_csv(
-        tmp_path / "04_ablations" / "metrics.csv", index=False
-    )
-    claims = reproduce._claims(tmp_path)
-    assert (
-        "| ablation no_merge: held-out success with experience, minus comp_rl's | lower | -0.100 (sd over seeds 0.050, "
-        "comp_rl 0.100) | - | same direction |"
-    ) in claims
-    # one seed: no spread to show
-    assert (
-        "| ablation no_search_and_ask: held-out success with experience, minus comp_rl's | lower | +0.100 | - "
-        "| not reproduced |"
-        in claims
-    )
-    # quarters of 2 steps: comp_rl's last (0.6) is its best; no_split_advantages falls from 0.6 to 0.0
-    assert (
-        "| ablation no_split_advantages: training success, last quarter of the run minus its best quarter "
-        "(comp_rl: +0.000) | a collapse | -0.600 | - | falls further than comp_rl |"
-    ) in claims
-    assert not any("shared_weights" in claim for claim in claims)  # not run: no line
-
-
 def test_a_notebooks_wall_time_adds_up_over_a_killed_call_and_the_call_that_finishes_it(tmp_path, monkeypatch, capsys):
     import time
 
@@ -616,9 +448,11 @@ def test_a_notebooks_wall_time_adds_up_over_a_killed_call_and_the_call_that_fini
         main(args)
     killed = json.loads((tmp_path / "smoke" / "reproduce.json").read_text())["01_single_task"]
     assert "finished" not in killed and killed["seconds"] >= 0.3
+    assert len(killed["calls"]) == 1 and killed["calls"][0]["end"] >= killed["calls"][0]["start"]
     assert main(args) == 0
     finished = json.loads((tmp_path / "smoke" / "reproduce.json").read_text())["01_single_task"]
     assert "finished" in finished and finished["seconds"] >= killed["seconds"] + 0.3
+    assert finished["calls"][0] == killed["calls"][0] and len(finished["calls"]) == 2  # each call's start and end
     assert "finished" not in midway[1] and midway[1]["seconds"] > killed["seconds"]  # what a SIGKILL would leave
     assert main(args) == 0 and calls == ["01_single_task"] * 2  # finished: not executed again
     capsys.readouterr()

@@ -8,8 +8,10 @@ single-task run is the mixture of one task.
 
 Presets (:data:`MIXTURES`), from the paper's environments:
 
-- ``3-task``: MiniHack Room + WebShop + ALFWorld;
-- ``6-task``: those three + MiniHack MazeWalk + MiniHack KeyRoom + Sokoban (River is not part of it).
+- ``3-task``: MiniHack Room + WebShop + ALFWorld (the paper's);
+- ``6-task``: those three + MiniHack MazeWalk + MiniHack KeyRoom + Sokoban (the paper's; River is not part of it);
+- ``3-task-lit``: ``3-task`` with the lit Room in place of the dark one (comprl's);
+- ``laptop-2``: the lit Room + the dark Room, two tasks a small untrained actor wins now and then (comprl's).
 """
 
 from __future__ import annotations
@@ -118,5 +120,12 @@ MIXTURES: dict[str, tuple[str, ...]] = {
         "comprl/KeyRoom-Dark-S5-v0",
         "comprl/Sokoban-6x6-2box-v0",
     ),
+    # comprl's: the paper's 3 tasks with the lit Room (stairs in view, the cpu profile's single task) in place of the
+    # dark Room-Ultimate, so that a mixture and the single-task runs share their Room
+    "3-task-lit": ("comprl/Room-Random-5x5-v0", "comprl/WebShop-Small-v0", "comprl/ALFWorld-v0"),
+    # comprl's: two tasks a uniformly random mover wins within the cpu profile's caps (lit Room 15% in 6 turns, dark
+    # Room 29% in 15; results/design/turn_caps.csv), so that a group of 8 such rollouts holds a win and a loss to
+    # learn from 73% / 94% of the time (1 - (1 - p)^8); WebShop, ALFWorld and KeyRoom are never won at random
+    "laptop-2": ("comprl/Room-Random-5x5-v0", "comprl/Room-Ultimate-5x5-v0"),
 }
-"""The paper's multi-task settings, by name."""
+"""Multi-task settings, by name: the paper's (``3-task``, ``6-task``) and comprl's variants for small actors."""

@@ -91,7 +91,7 @@ class ExperienceService(Protocol):
 
     def search_and_ask(self, query: str, task: str) -> str | None: ...
 
-    def stats(self) -> dict[str, float]: ...
+    def stats(self, *, searches_only: bool = False) -> dict[str, float]: ...
 
     def save_checkpoint(self, directory: str | Path) -> None: ...
 
@@ -148,7 +148,7 @@ class NullExperience:
     def search_and_ask(self, query: str, task: str) -> str | None:
         return None
 
-    def stats(self) -> dict[str, float]:
+    def stats(self, *, searches_only: bool = False) -> dict[str, float]:
         return {}
 
     def save_checkpoint(self, directory: str | Path) -> None:

@@ -48,6 +48,14 @@ from comprl.llm import HFEngine, load_model, load_tokenizer, resolve_dtype
 from comprl.policy_gradient import PolicyGradientTrainer
 
 
+SEARCH_COUNTERS = (
+    "manager_search_queries", "manager_search_seconds", "manager_search_gated", "manager_search_batches",
+    "manager_embedding_calls", "manager_warmup_waits",
+)
+"""The counters a search adds to (its queries, time, batches and embedding calls, the warm-up gate's refusals and
+waits): what ``stats(searches_only=True)`` takes."""
+
+
 class ExperienceManager:
     """The experience side of one run, behind the interface the actor side calls.
 
@@ -475,15 +483,23 @@ class ExperienceManager:
         )
         return answer
 
-    def stats(self) -> dict[str, float]:
+    def stats(self, *, searches_only: bool = False) -> dict[str, float]:
         """Counters since the last call (then zeroed), the extractor's reply diagnostics over them
         (:func:`~comprl.experience.extractor.track.reply_rates`), and gauges: queue length, bank size, extractor
-        buffer."""
+        buffer.
+
+        ``searches_only`` takes the counters of searches alone (:data:`SEARCH_COUNTERS`) and leaves the rest, the
+        extractor's work above all, to the next call: how the loop keeps an evaluation's lookups out of the
+        training rows without losing what the extractor did meanwhile (in async mode it goes on working)."""
         with self._cv:
             self._raise_background_error()
-            counts, self._counts = self._counts, Counter()
+            if searches_only:
+                counts = Counter({k: self._counts.pop(k) for k in SEARCH_COUNTERS if k in self._counts})
+                updates = []
+            else:
+                counts, self._counts = self._counts, Counter()
+                updates, self._updates = self._updates, []
             self._totals.update(counts)
-            updates, self._updates = self._updates, []
             metrics = {k: float(v) for k, v in counts.items()}
             metrics["manager_queue"] = float(len(self._queue))
         metrics.setdefault("manager_search_queries", 0.0)
@@ -500,7 +516,9 @@ class ExperienceManager:
     def close(self) -> dict[str, Any]:
         """Stop: distil what is queued (``shutdown="drain"``) or write it beside the bank (``"persist"``), close
         the bank, and report what was done (``dropped``: episodes dropped from a full queue in the manager's
-        whole life, whatever :meth:`stats` reported meanwhile)."""
+        whole life, whatever :meth:`stats` reported meanwhile; ``stats``: :meth:`stats` once the work is done, the
+        counters of what the manager did after the last call, the shutdown's drain included, or ``{}`` when it did
+        nothing since then). A later call returns the same report."""
         if self._report is not None:
             return self._report
         self._checkpoint.wait()  # one being written still copies the bank
@@ -521,6 +539,7 @@ class ExperienceManager:
             self._searchers.shutdown(wait=True)
         else:
             self._drain()
+        report["stats"] = self.stats() if self._error is None and (self._counts or self._updates) else {}
         report["dropped"] = int(self._totals["manager_dropped"] + self._counts["manager_dropped"])
         report["bank_size"] = len(self.bank)
         report["error"] = None if self._error is None else repr(self._error)

@@ -48,6 +48,7 @@ class RayExperienceManager:
         )
         checkpoint = None if checkpoint is None else str(checkpoint)
         self._handle = remote.remote(config, str(bank_path), device=device, background=True, checkpoint=checkpoint)
+        self._report: dict[str, Any] | None = None  # what close returned
         ray.get(self._handle.ready.remote())
 
     def __getstate__(self) -> dict[str, Any]:
@@ -58,7 +59,7 @@ class RayExperienceManager:
     def __setstate__(self, state: dict[str, Any]) -> None:
         import ray
 
-        self._ray, self._handle = ray, state["_handle"]
+        self._ray, self._handle, self._report = ray, state["_handle"], None
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return self._ray.get(getattr(self._handle, name).remote(*args, **kwargs))
@@ -98,8 +99,8 @@ class RayExperienceManager:
     def search_and_ask(self, query: str, task: str) -> str | None:
         return self._call("search_and_ask", query, task)
 
-    def stats(self) -> dict[str, float]:
-        return self._call("stats")
+    def stats(self, *, searches_only: bool = False) -> dict[str, float]:
+        return self._call("stats", searches_only=searches_only)
 
     def save_checkpoint(self, directory: str | Path) -> None:
         """Written by the manager's process: ``directory`` must be a path it can reach (shared storage on a
@@ -110,9 +111,11 @@ class RayExperienceManager:
         self._call("wait_checkpoint")
 
     def close(self) -> dict[str, Any]:
-        report = self._call("close")
-        self._ray.kill(self._handle)
-        return report
+        """Close the manager and end its actor; a later call returns the same report (the actor is gone)."""
+        if self._report is None:
+            self._report = self._call("close")
+            self._ray.kill(self._handle)
+        return self._report
 
 
 def connect(

@@ -4,11 +4,13 @@
     comprl run 01_single_task --profile smoke -p steps 1 -p env_id comprl/MazeWalk-9x9-v0
     comprl run 01_single_task --profile cpu --resume     # continue the latest such run after a kill
     comprl run 01_single_task --profile cpu -p jobs 2    # two runs at once, one core each (notebooks 01-04)
+    comprl run 01_single_task --profile cpu --tracker wandb   # metric rows to W&B (default: TensorBoard)
     comprl profiles
     comprl reproduce --profile cpu               # every notebook, then results/REPORT.md (comprl.kit.reproduce)
     comprl reproduce --profile cpu --jobs 2      # the same, two runs at once, one core each
     comprl export results/demo/01_single_task/comp_rl_seed0 bundle/    # a run as a bundle (comprl.kit.export)
     comprl eval bundle/ --episodes 32 --csv eval.csv     # held-out success, 95% Wilson intervals (comprl.kit.evaluate)
+    comprl compact results/cpu      # finished runs' DuckDB files as checked Parquet (comprl.kit.compact)
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pathlib import Path
 
 from comprl.config import PROFILES
 from comprl.kit.notebook_runner import (
-    REPO_ROOT, closing_summary, parameters_help, parse_value, paths_from_here, run_notebook,
+    REPO_ROOT, closing_summary, parameters_help, parse_value, paths_from_here, run_notebook, with_tracker,
 )
+from comprl.tracking import TRACKERS
 
 
 class _RunHelp(argparse.Action):
@@ -32,6 +35,12 @@ class _RunHelp(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         print(parser.format_help() + "\n" + parameters_help())
         parser.exit()
+
+
+TRACKER_HELP = (
+    f"where every run streams its metric rows, one of: {', '.join(TRACKERS)} (default: the profile's, tensorboard; "
+    "set through the notebooks' overrides)"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         "--resume", action="store_true",
         help="continue the newest results/<profile>-<time>/<notebook> (or --output-dir): finished runs are skipped",
     )
-    sub.add_parser("profiles", help="list profiles and their main settings")
+    run.add_argument("--tracker", default=None, metavar="NAME", help=TRACKER_HELP)
+    listing = sub.add_parser("profiles", help="list profiles and their main settings")
+    table = listing.add_mutually_exclusive_group()
+    table.add_argument("--markdown", action="store_true", help="the profiles side by side as a Markdown table")
+    table.add_argument("--readme", action="store_true", help="put that table into README.md's Profiles section")
     again = sub.add_parser("reproduce", help="every notebook in dependency order, then results/REPORT.md")
     again.add_argument("--profile", default="smoke", help=f"one of: {', '.join(PROFILES)}")
     again.add_argument(
@@ -68,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="execute notebooks that finished before (their finished runs are still skipped)",
     )
+    again.add_argument("--tracker", default=None, metavar="NAME", help=TRACKER_HELP)
     again.add_argument(
         "--jobs", type=int, default=1, metavar="N",
         help="runs at once in notebooks 01-04, each in its own process on a core of its own (at most the cores this "
@@ -103,6 +117,17 @@ def main(argv: list[str] | None = None) -> int:
     export = sub.add_parser("export", help="write a run as a self-describing bundle (Parquet bank, card, hashes)")
     export.add_argument("run", type=Path, help="the run folder")
     export.add_argument("dir", type=Path, help="the bundle's folder (new, empty, or an older bundle)")
+    pack = sub.add_parser(
+        "compact", help="store finished runs as Parquet: DuckDB files checked against it, then deleted",
+        description="For every finished run folder at or under the paths: metrics.parquet and the bank's Parquet "
+        "files (a bundle's layout), read back and checked against run.duckdb and bank.duckdb, which are then "
+        "deleted; every reader reads a compacted run alike (comprl.kit.compact). Unfinished runs and links to "
+        "runs stored elsewhere are skipped; a compacted run is left as it is.",
+    )
+    pack.add_argument(
+        "paths", nargs="*", type=Path, default=[REPO_ROOT / "results"], metavar="PATH",
+        help="run folders, or folders holding them at any depth (default: results/)",
+    )
     args = parser.parse_args(argv)
 
     if args.command == "eval":
@@ -123,6 +148,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"comprl: bundle in {export_run(args.run, args.dir)}")
         return 0
 
+    if args.command == "compact":
+        from comprl.kit.compact import CompactError, compact_paths
+
+        before = after = 0
+        try:
+            for outcome in compact_paths(args.paths):
+                print(outcome.line())
+                before, after = before + outcome.before, after + outcome.after
+        except (CompactError, FileNotFoundError) as err:
+            raise SystemExit(f"comprl: {err}")
+        print(f"comprl: run folders {before:,} -> {after:,} bytes")
+        return 0
+
 
     if args.command == "reproduce":
         from comprl.kit import reproduce
@@ -141,11 +179,21 @@ def main(argv: list[str] | None = None) -> int:
         if args.throughput is not None:
             parser.error("--throughput only applies with --dry-run")
         report = reproduce.reproduce(
-            args.profile, args.results.resolve(), force=args.force, only=args.only, jobs=args.jobs
+            args.profile, args.results.resolve(), force=args.force, only=args.only, jobs=args.jobs,
+            tracker=args.tracker,
         )
         print(f"comprl: report in {report}")
         return 0
 
+    if args.command == "profiles" and (args.markdown or args.readme):
+        from comprl.kit import profile_table
+
+        if args.markdown:
+            print(profile_table.markdown(), end="")
+        else:
+            changed = profile_table.rewrite_readme()
+            print(f"comprl: {profile_table.README} {'updated' if changed else 'already up to date'}")
+        return 0
     if args.command == "profiles":
         for name, config in PROFILES.items():
             print(
@@ -154,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"max_turns={config.max_turns} device={config.device}"
             )
         return 0
-    params = {key: paths_from_here(key, parse_value(value)) for key, value in args.param}
+    params = with_tracker({key: paths_from_here(key, parse_value(value)) for key, value in args.param}, args.tracker)
     out = run_notebook(args.notebook, args.profile, params, args.output_dir, resume=args.resume)
     print(f"comprl: results in {out}")
     if summary := closing_summary(out):

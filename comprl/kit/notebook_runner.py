@@ -20,6 +20,7 @@ from pathlib import Path
 
 from comprl import console
 from comprl.config import PROFILES
+from comprl.tracking import TRACKERS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO_ROOT / "notebooks"
@@ -100,6 +101,29 @@ def check_parameters(notebook: Path, params: dict[str, object]) -> None:
                 f"comprl: parameter {name}={value!r} is of type {type(value).__name__}; {notebook.stem} declares "
                 f"{name} = {defaults[name]!r}: accepted: {_kind(defaults[name])}"
             )
+
+
+def check_tracker(tracker: str | None) -> None:
+    """Refuse a ``--tracker`` that is not one of :data:`comprl.tracking.TRACKERS` (None: the config's own)."""
+    if tracker is not None and tracker not in TRACKERS:
+        raise SystemExit(f"comprl: --tracker {tracker!r} is unknown; accepted: {', '.join(TRACKERS)}")
+
+
+def with_tracker(params: dict[str, object], tracker: str | None) -> dict[str, object]:
+    """``params`` whose ``overrides`` (every paper notebook's config overrides) also set ``tracker``: where every
+    run of the notebook streams its rows (:mod:`comprl.tracking`). None leaves ``params`` as they are; a tracker the
+    ``overrides`` already name otherwise is refused."""
+    check_tracker(tracker)
+    if tracker is None:
+        return params
+    overrides = params.get("overrides") or {}
+    if not isinstance(overrides, dict):
+        raise SystemExit(f"comprl: --tracker needs overrides to be a dict; given {overrides!r}")
+    if overrides.get("tracker", tracker) != tracker:
+        raise SystemExit(
+            f"comprl: --tracker {tracker!r} and overrides' tracker {overrides['tracker']!r} differ; give one of them"
+        )
+    return {**params, "overrides": {**overrides, "tracker": tracker}}
 
 
 def _not_json_like(value: object) -> str | None:

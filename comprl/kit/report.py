@@ -114,13 +114,137 @@ def plot_learning_curves(
     return fig
 
 
+def run_key(metrics: pd.DataFrame) -> str:
+    """The column that names what a notebook compares: ``variant`` (04), ``extractor`` (03), else ``method``."""
+    return next((column for column in ("variant", "extractor") if column in metrics), "method")
+
+
+def held_out(metrics: pd.DataFrame) -> pd.DataFrame:
+    """One row per run from its first (step 0: the untrained actor) and last evaluation: held-out success without
+    (``success_*``) and with (``guided_success_*``, NaN for runs without a bank) experience, episode length, and
+    ``shown_after``: how many of the last with-experience evaluation's ``episodes_after`` were shown an entry (NaN
+    where the run did not log it). A mixture's success is the average over its tasks, as in :func:`task_table`;
+    the column that names what is compared (:func:`run_key`) comes first."""
+    from comprl.envs.mixture import TASK_NAMES
+
+    key = run_key(metrics)
+    evals = metrics[metrics["phase"] == "eval"]
+    columns = [key, "env_id", "seed", "run", "success_before", "success_after", "guided_success_before",
+               "guided_success_after", "episode_length_before", "episode_length_after", "shown_after", "episodes_after"]
+    if evals.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for _, runs in evals.groupby("env_id", sort=False):
+        tasks = [n for n in TASK_NAMES.values() if runs.get(f"{n}_success_rate", pd.Series()).notna().any()]
+        for run, group in runs.groupby("run", sort=False):
+            first, last = group.loc[group["step"].idxmin()], group.loc[group["step"].idxmax()]
+            row = {key: last[key], "env_id": last["env_id"], "seed": last["seed"], "run": run}
+            for when, at in (("before", first), ("after", last)):
+                for prefix in ("", "guided_"):
+                    names = [f"{prefix}{n}_success_rate" for n in tasks] or [f"{prefix}success_rate"]
+                    values = [at.get(name, float("nan")) for name in names]
+                    row[f"{prefix}success_{when}"] = float(pd.Series(values, dtype=float).mean(skipna=False))
+                row[f"episode_length_{when}"] = at["mean_episode_length"]
+            row["shown_after"] = last.get("guided_with_entry", float("nan"))
+            row["episodes_after"] = last["episodes"]
+            rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
+
+
+COLLAPSE_FALL = 0.15
+"""A seed counts as collapsed (:func:`seed_collapse`) when its success fell at least this far below its best.
+Source: comprl's (issue 46), about four standard errors of a quarter-run window of training success at the cpu
+profile (12 steps of 16 episodes) and well above the spread of one evaluation's 32 episodes at a success near 0.1."""
+
+
+def seed_collapse(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per run: ``train_fall``, its training success averaged over the last quarter of its steps minus the best such
+    average over any quarter-long window of the run; ``held_out_fall``, its last held-out success minus the best of
+    its evaluations (the larger fall of the evaluations without and with experience); ``collapsed`` where either
+    fell by :data:`COLLAPSE_FALL` or more. A single run's collapse, which a mean over seeds hides."""
+    key = run_key(metrics)
+    rows = []
+    for run, group in metrics.groupby("run", sort=False):
+        curve = group[group["phase"] == "train"].groupby("step")["success_rate"].mean()
+        windows = curve.rolling(max(len(curve) // 4, 1)).mean().dropna()
+        evals = group[group["phase"] == "eval"].sort_values("step")
+        falls = [
+            scores.iloc[-1] - scores.max()
+            for column in ("success_rate", "guided_success_rate") if column in evals
+            for scores in [evals[column].dropna()] if len(scores)
+        ]
+        train = float(windows.iloc[-1] - windows.max()) if len(windows) else float("nan")
+        held = float(min(falls)) if falls else float("nan")
+        rows.append({key: group[key].iloc[0], "env_id": group["env_id"].iloc[0], "seed": group["seed"].iloc[0],
+                     "run": run, "train_fall": train, "held_out_fall": held,
+                     "collapsed": bool(min(train, held) <= -COLLAPSE_FALL)})
+    return pd.DataFrame(rows, columns=[key, "env_id", "seed", "run", "train_fall", "held_out_fall", "collapsed"])
+
+
+def t_interval(values: Any, level: float = 0.95) -> tuple[float, float]:
+    """The ``level`` Student-t interval of the mean of ``values`` (NaN ignored); (NaN, NaN) for under two."""
+    from scipy import stats
+
+    data = pd.Series(values, dtype=float).dropna()
+    if len(data) < 2:
+        return float("nan"), float("nan")
+    half = stats.t.ppf(0.5 + level / 2, len(data) - 1) * data.std() / len(data) ** 0.5
+    return float(data.mean() - half), float(data.mean() + half)
+
+
+def plot_heldout(metrics: pd.DataFrame, ax: Any = None) -> Any:
+    """Held-out success per method (:func:`run_key`) before and after training, without and with experience: bars
+    at the mean over seeds, each seed a point, and the 95% t interval of the mean (:func:`t_interval`). A
+    with-experience bar whose last evaluation showed no episode an entry is hatched and labelled "unguided". Returns
+    the figure."""
+    import matplotlib.pyplot as plt
+
+    table = held_out(metrics)
+    key = run_key(metrics)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(max(5, 1.6 * table[key].nunique() + 2), 3.4))
+    else:
+        fig = ax.figure
+    bars = [("success_before", "step 0", "#bbbbbb"), ("success_after", "trained", "#4c72b0"),
+            ("guided_success_before", "step 0, with exp.", "#dddd99"), ("guided_success_after", "trained, with exp.",
+                                                                       "#dd8452")]
+    methods = list(dict.fromkeys(table[key]))
+    width = 0.8 / len(bars)
+    for offset, (column, label, colour) in enumerate(bars):
+        for position, method in enumerate(methods):
+            seeds = table.loc[table[key] == method, column].dropna()
+            if seeds.empty:
+                continue
+            x = position + (offset - (len(bars) - 1) / 2) * width
+            shown = table.loc[table[key] == method, "shown_after"]
+            unguided = column == "guided_success_after" and shown.notna().all() and shown.sum() == 0
+            ax.bar(x, seeds.mean(), width, color=colour, hatch="//" if unguided else None, edgecolor="black",
+                   linewidth=0.4, label=label if position == 0 or label not in ax.get_legend_handles_labels()[1]
+                   else None)
+            low, high = t_interval(seeds)
+            if not pd.isna(low):
+                ax.errorbar(x, seeds.mean(), yerr=[[seeds.mean() - low], [high - seeds.mean()]], color="black",
+                            capsize=3, linewidth=0.8)
+            ax.scatter([x] * len(seeds), seeds, color="black", s=10, zorder=3)
+            if unguided:
+                ax.annotate("unguided", (x, seeds.mean()), rotation=90, fontsize=6, ha="center", va="bottom")
+    ax.set_xticks(range(len(methods)), methods)
+    ax.set_ylabel("held-out success")
+    ax.set_title("held-out success per seed, mean and 95% t interval", fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 EXTRACTOR_DIAGNOSTICS = ("valid", "cut", "empty", "lesson_tokens", "guided_minus_free")
 """What :func:`extractor_diagnostics` reports, over the whole run and (``_last_quarter``) over its last quarter."""
 
 
 def extractor_diagnostics(metrics: pd.DataFrame) -> pd.DataFrame:
     """Does the extractor write usable experience? One row per method with an extractor and env, from the ``train``
-    rows of its seeds (:func:`comprl.runs.load_metrics`):
+    rows of its seeds (:func:`comprl.runs.load_metrics`) and their ``after_training`` rows (async runs: the replies
+    finished after the last training row, counted with the last step's; :func:`comprl.loop.run_experiment`):
 
     - ``replies``: extractor replies (distillations and merges); ``valid``, ``cut``, ``empty``: the fractions of
       them that were applied, that reached the token cap without ending, and that held no text (pooled over the
@@ -133,8 +257,10 @@ def extractor_diagnostics(metrics: pd.DataFrame) -> pd.DataFrame:
     after three quarters of its last one). NaN where a run logged none of it (runs from before these columns
     existed have no ``cut``, ``empty`` or ``lesson_tokens``).
     """
+    from comprl.runs import AFTER_TRAINING
+
     keys = ["method", "env_id"]
-    train = metrics[metrics["phase"] == "train"] if "phase" in metrics else metrics.iloc[0:0]
+    train = metrics[metrics["phase"].isin(("train", AFTER_TRAINING))] if "phase" in metrics else metrics.iloc[0:0]
     if "extractor_outputs" in train:
         train = train[train.groupby(keys)["extractor_outputs"].transform("sum") > 0]
     else:

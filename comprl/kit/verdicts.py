@@ -1,0 +1,313 @@
+"""The verdicts of ``results/REPORT.md``: each paper claim read against this reproduction's per-seed numbers
+(:func:`claims`), each seed's collapse (:func:`collapse_table`), and the power of a design before it runs
+(:func:`detectable_difference`).
+
+A claim is "reproduced" where our change points the paper's way and is beyond :data:`NOISE_ERRORS` standard errors
+of the difference of means over seeds, "opposite" where it points the other way beyond them, and "inconclusive"
+within them: a change inside the noise says nothing either way. The ``detectable`` column is those standard errors:
+the smallest difference the seeds behind the claim could have told from none.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from comprl.kit import paper
+from comprl.kit.report import COLLAPSE_FALL, held_out, run_key, seed_collapse
+
+NOISE_ERRORS = 2.0
+"""A change counts only beyond this many standard errors of the difference of means (about a 95% interval that
+leaves out 0). Source: comprl's."""
+
+SEED_SD = 0.13
+"""The spread over training seeds of a run's true held-out success, for planning (:func:`detectable_difference`):
+the committed cpu reproduction's single-task runs (01: sd over seeds of final success 0.149 pooled over its four
+methods; 04: 0.158 over its five variants), less the binomial part of their 32 evaluation episodes (0.078), leave
+0.127 and 0.137. Source: ours, measured (issue 46)."""
+
+PAPER_MIXTURE = ("room", "webshop", "alfworld")
+"""The tasks of the paper's Table 1 (a mixture of other tasks is no row of that table)."""
+
+HEADER = (
+    "| claim | paper | step 0 | this run | delta | detectable | shown an entry | verdict |",
+    "|---|---|---|---|---|---|---|---|",
+)
+
+
+def detectable_difference(sd: float, n_seeds: int, episodes: int | None = None, success: float = 0.5) -> float:
+    """The smallest difference of mean success between two methods that ``n_seeds`` seeds each can tell from none:
+    :data:`NOISE_ERRORS` standard errors of the difference of two independent means. ``sd``: the spread of one
+    seed's result over seeds. Measured from finished runs, it already holds the evaluation's own noise: leave
+    ``episodes`` out. Before any run, give the training seeds' spread (:data:`SEED_SD`) and ``episodes``, the
+    held-out episodes each seed is scored on: their binomial variance at ``success`` (0.5: the largest) is added."""
+    if n_seeds < 2:
+        raise ValueError(f"n_seeds={n_seeds!r}: a spread over seeds needs at least 2 seeds")
+    if sd < 0 or pd.isna(sd):
+        raise ValueError(f"sd={sd!r}: a standard deviation is a number >= 0")
+    if episodes is not None and episodes < 1:
+        raise ValueError(f"episodes={episodes!r}: at least 1 evaluation episode, or None for a measured sd")
+    if not 0 <= success <= 1:
+        raise ValueError(f"success={success!r}: a success rate is between 0 and 1")
+    variance = sd**2 + (0.0 if episodes is None else success * (1 - success) / episodes)
+    return NOISE_ERRORS * (2 * variance / n_seeds) ** 0.5
+
+
+def verdict(paper_change: float, change: float, error: float | None) -> str:
+    """"reproduced" where ``change`` (ours, from our reference) has the sign of ``paper_change`` (the paper's, from
+    its reference) and is beyond :data:`NOISE_ERRORS` standard errors ``error``; "opposite" where it has the other
+    sign beyond them; "inconclusive (within 2 SE)" inside them; without an error (one seed) no verdict."""
+    if error is None or pd.isna(error):
+        return "no verdict (under 2 seeds)"
+    change = round(change, 9)  # means of the same numbers differ by rounding, not by a direction
+    if change == 0 or abs(change) < NOISE_ERRORS * error:
+        return f"inconclusive (within {NOISE_ERRORS:g} SE)"
+    return "reproduced" if (change > 0) == (paper_change > 0) else "opposite"
+
+
+def difference(ours: pd.Series, reference: pd.Series, paired: bool = False) -> tuple[float, float | None]:
+    """Mean of ``ours`` minus mean of ``reference`` (values per seed, indexed by seed) and its standard error; NaN
+    values are left out. ``paired``: both are the same runs measured twice (with and without experience), so the
+    error is that of the per-seed differences. None for the error where a side has under two seeds."""
+    ours, reference = ours.dropna(), reference.dropna()
+    if paired:
+        both = (ours - reference).dropna()
+        error = float(both.std() / len(both) ** 0.5) if len(both) >= 2 else None
+        return float(both.mean()) if len(both) else float("nan"), error
+    if len(ours) < 2 or len(reference) < 2:
+        error = None
+    else:
+        error = float((ours.var() / len(ours) + reference.var() / len(reference)) ** 0.5)
+    return float(ours.mean() - reference.mean()), error
+
+
+def shown(runs: pd.DataFrame) -> tuple[str, bool]:
+    """How many of the last with-experience evaluations' episodes were shown an entry, "k/n" summed over seeds
+    ("not logged" for runs from before the count), and whether none was (such an evaluation was unguided)."""
+    if runs.empty or runs["shown_after"].isna().any():
+        return "not logged", False
+    total = runs["shown_after"].sum()
+    return f"{int(total)}/{int(runs['episodes_after'].sum())}", total == 0
+
+
+def claims(root: Path) -> list[str]:
+    """One row per paper claim (:data:`HEADER`): the paper's number, ours at step 0 (the untrained actor) and after
+    training, ours minus the paper's, the smallest difference our seeds detect, how many evaluation episodes with
+    experience were shown an entry, and the verdict (:func:`verdict`). An evaluation "with experience" that showed
+    no episode an entry is called unguided, never "with experience"."""
+    out = list(HEADER)
+    frames = {nb: _held_out(root, nb) for nb in ("01_single_task", "02_multitask", "03_extractor_size",
+                                                 "04_ablations")}
+    single = frames["01_single_task"]
+    if single is not None and {"baseline", "comp_rl"} <= set(single["method"]):
+        side = _sides(single, "method")
+        for text, column, ours, theirs, reported, unit in (
+            ("single task Room: comp_rl / baseline success", "success", "comp_rl", "baseline",
+             paper.SINGLE_TASK_SPEEDUP, " success"),
+            ("single task Room: baseline / comp_rl actions per episode", "episode_length", "baseline", "comp_rl",
+             paper.FEWER_ACTIONS["room"], " actions"),
+        ):
+            ratios = [_ratio(side(ours, f"{column}_{when}").mean(), side(theirs, f"{column}_{when}").mean())
+                      for when in ("before", "after")]
+            change = difference(side(ours, f"{column}_after"), side(theirs, f"{column}_after"))
+            out.append(_line(
+                text, reported, ratios[0], ratios[1], change, reported - 1, fmt="{:.2f}", unit="x", detect_unit=unit
+            ))
+    multi = frames["02_multitask"]
+    if multi is not None:
+        out += _mixture_claims(multi)
+    sizes = frames["03_extractor_size"]
+    if sizes is not None and sizes["extractor"].nunique() >= 2:
+        side = _sides(sizes, "extractor")
+        names = list(dict.fromkeys(sizes["extractor"]))  # in the notebook's order: the smallest first
+        small, large = names[0], names[-1]
+        before = difference(side(large, "guided_success_before"), side(small, "guided_success_before"))[0]
+        change = difference(side(large, "guided_success_after"), side(small, "guided_success_after"))
+        entry, _ = shown(sizes[sizes["extractor"] == large])
+        out.append(_line(f"larger extractor ({large} over {small}): success with experience, gain",
+                         paper.LARGER_EXTRACTOR_GAIN, before, change[0], change, paper.LARGER_EXTRACTOR_GAIN, entry,
+                         fmt="{:+.3f}"))
+    ablations = frames["04_ablations"]
+    if ablations is not None and "comp_rl" in set(ablations["variant"]):
+        side = _sides(ablations, "variant")
+        falls = seed_collapse(pd.read_csv(root / "04_ablations" / "metrics.csv")).set_index("variant")
+        for variant, direction in paper.ABLATIONS.items():
+            if variant not in set(ablations["variant"]):
+                continue
+            before = difference(side(variant, "guided_success_before"), side("comp_rl", "guided_success_before"))[0]
+            change = difference(side(variant, "guided_success_after"), side("comp_rl", "guided_success_after"))
+            entry, _ = shown(ablations[ablations["variant"] == variant])
+            out.append(_line(f"ablation {variant}: held-out success with experience, minus comp_rl's", "lower",
+                             before, change[0], change, -1.0, entry, fmt="{:+.3f}"))
+            if direction == "collapse":
+                counts = [int(falls.loc[[name], "collapsed"].sum()) for name in (variant, "comp_rl")]
+                seeds = [len(falls.loc[[name]]) for name in (variant, "comp_rl")]
+                judged = ("reproduced" if counts[0] > counts[1] else "opposite" if counts[0] < counts[1]
+                          else "inconclusive (as many as comp_rl)")
+                out.append(f"| ablation {variant}: seeds collapsed (fell >= {COLLAPSE_FALL:g} below their best) | a "
+                           f"collapse | - | {counts[0]}/{seeds[0]} (comp_rl {counts[1]}/{seeds[1]}) | - | - | - | "
+                           f"{judged} |")
+    latency = _read(root, "05_latency_analysis", "overhead.csv")
+    if latency is not None and "rollout_ratio" in latency:
+        out += _latency_claims(latency)
+    return out if len(out) > len(HEADER) else ["No notebook results yet."]
+
+
+def _mixture_claims(frame: pd.DataFrame) -> list[str]:
+    """Table 1 on the paper's mixture (each row against the baseline's, with experience minus without per
+    method) and the task-scaling gain on every task count (the Complementary RL row with experience minus the
+    baseline), from notebook 02's per-seed rows (:func:`comprl.kit.report.held_out`)."""
+    out: list[str] = []
+    scaling: dict[int, str] = {}
+    baseline_label = paper.TABLE_ROWS[0][0]
+    paper_base = paper.TABLE_1_3_TASK[baseline_label]["avg"]
+    for env_id, runs in frame.groupby("env_id", sort=False):
+        tasks = env_id.split("+") if "+" in env_id else [env_id]
+        side = _sides(runs, "method")
+        if "baseline" not in set(runs["method"]):
+            continue
+        base_after, base_before = side("baseline", "success_after"), side("baseline", "success_before")
+        if sorted(tasks) == sorted(PAPER_MIXTURE):
+            for label, method, guided in paper.TABLE_ROWS:
+                if method not in set(runs["method"]):
+                    continue
+                prefix = "guided_" if guided else ""
+                entry, unguided = shown(runs[runs["method"] == method]) if guided else ("-", False)
+                text = label.replace("eval with exp.", "eval unguided (no entry shown)") if unguided else label
+                after, before = side(method, f"{prefix}success_after"), side(method, f"{prefix}success_before")
+                reported = paper.TABLE_1_3_TASK[label]["avg"]
+                is_base = method == "baseline"
+                change = None if is_base else difference(after, base_after)
+                out.append(_line(f"3-task Table 1, {text}: avg success", reported, before.mean(), after.mean(),
+                                 change, None if is_base else reported - paper_base, entry, sd=after.std()))
+            for method in ("static", "comp_rl"):
+                labels = [lab for lab, m, _ in paper.TABLE_ROWS if m == method]
+                if method not in set(runs["method"]) or len(labels) != 2:
+                    continue
+                entry, unguided = shown(runs[runs["method"] == method])
+                reported = paper.TABLE_1_3_TASK[labels[0]]["avg"] - paper.TABLE_1_3_TASK[labels[1]]["avg"]
+                before = difference(side(method, "guided_success_before"), side(method, "success_before"), True)[0]
+                change = difference(side(method, "guided_success_after"), side(method, "success_after"), True)
+                out.append(_line(f"3-task Table 1, {method}: eval with experience minus without", reported, before,
+                                 change[0], change, reported, entry, fmt="{:+.3f}", unguided=unguided))
+        if "comp_rl" in set(runs["method"]):
+            entry, unguided = shown(runs[runs["method"] == "comp_rl"])
+            reported = paper.TASK_SCALING_GAIN.get(len(tasks))
+            before = difference(side("comp_rl", "guided_success_before"), base_before)[0]
+            change = difference(side("comp_rl", "guided_success_after"), base_after)
+            how = "unguided (no entry shown)" if unguided else "with experience"
+            text = f"task scaling, {len(tasks)} tasks ({'+'.join(tasks)}): comp_rl {how} minus baseline"
+            scaling[len(tasks)] = _line(text, reported, before, change[0], change, reported, entry, fmt="{:+.3f}")
+    return out + [scaling[n] for n in sorted(scaling)]
+
+
+def _line(
+    text: str, reported: Any, before: Any, ours: Any, change: tuple[float, float | None] | None,
+    paper_change: float | None, entry: str = "-", sd: Any = None, fmt: str = "{:.3f}", unit: str = "",
+    unguided: bool = False, detect_unit: str = "",
+) -> str:
+    """One row of :data:`HEADER`. ``reported``: the paper's number (or its words, as "lower"); ``before``/``ours``:
+    our number at step 0 and after training; ``change``: our difference of means behind the verdict and its
+    standard error (:func:`difference`); ``paper_change``: the paper's difference it is read against (None: no
+    verdict); ``entry``: :func:`shown`'s count; ``unguided``: the comparison is of an evaluation that showed no
+    entry with one that showed none either, so it tests nothing; ``detect_unit``: the unit of the detectable
+    difference where it is not the row's own (a ratio row is judged on the difference under it)."""
+
+    def show(value: Any, form: str = fmt) -> str:
+        if isinstance(value, str):
+            return value
+        return "-" if value is None or pd.isna(value) else form.format(value) + unit
+
+    signed = fmt if fmt.startswith("{:+") else fmt.replace("{:", "{:+", 1)  # a delta always shows its sign
+    numbers = not any(v is None or isinstance(v, str) or pd.isna(v) for v in (reported, ours))
+    delta = show(ours - reported, signed) if numbers else "-"
+    spread = "" if sd is None or pd.isna(sd) else f" (sd {sd:.3f} over seeds)"
+    error = None if change is None else change[1]
+    detectable = "-" if error is None else f"{NOISE_ERRORS * error:.3f}{detect_unit}"
+    if unguided:
+        judged = "not a test (no entry shown)"
+    else:
+        judged = "-" if change is None or paper_change is None else verdict(paper_change, change[0], error)
+    return (f"| {text} | {show(reported)} | {show(before)} | {show(ours)}{spread} | {delta} | {detectable} | {entry} "
+            f"| {judged} |")
+
+
+def _latency_claims(latency: pd.DataFrame) -> list[str]:
+    """The background track's rollout time against no experience: per batch size where notebook 05 repeated its
+    rounds (``rollout_ratio_low``/``_high``: a 95% t interval over rounds), else the range over batch sizes."""
+    rows = latency[latency["mode"] == "async"]
+    if rows.empty:
+        return []
+    if "rollout_ratio_low" in rows:
+        shown_ratios = "; ".join(
+            f"b{int(r.batch_size)} {r.rollout_ratio:.2f}x [{r.rollout_ratio_low:.2f}, {r.rollout_ratio_high:.2f}]"
+            for r in rows.itertuples()
+        )
+        rounds = int(rows["rounds"].min()) if "rounds" in rows else None
+        text = f"background track: rollout time vs baseline (mean and 95% t interval over {rounds} rounds)"
+    else:
+        shown_ratios = f"{rows['rollout_ratio'].min():.2f}-{rows['rollout_ratio'].max():.2f}x (one round)"
+        text = "background track: rollout time vs baseline"
+    return [f"| {text} | 0.98-1.00x | - | {shown_ratios} | - | - | - | - |"]
+
+
+def collapse_table(root: Path) -> pd.DataFrame:
+    """Per notebook and method (:func:`comprl.kit.report.run_key`): seeds, how many collapsed
+    (:func:`comprl.kit.report.seed_collapse`), and the worst fall of training and of held-out success."""
+    rows = []
+    for notebook in ("01_single_task", "02_multitask", "03_extractor_size", "04_ablations"):
+        metrics = _read(root, notebook, "metrics.csv")
+        if metrics is None or metrics.empty:
+            continue
+        falls = seed_collapse(metrics)
+        key = run_key(metrics)
+        for (method, env_id), group in falls.groupby([key, "env_id"], sort=False):
+            rows.append({"notebook": notebook, "method": method, "env_id": env_id, "seeds": len(group),
+                         "collapsed": int(group["collapsed"].sum()), "worst_train_fall": group["train_fall"].min(),
+                         "worst_held_out_fall": group["held_out_fall"].min()})
+    return pd.DataFrame(rows)
+
+
+def planned_power(configs: list) -> list[str]:
+    """The smallest difference of held-out success that the seeds and evaluation episodes of ``configs`` (run
+    configs; 05's timing runs, which do not evaluate, are left out) detect: :func:`detectable_difference` at
+    :data:`SEED_SD` and success 0.5. Usable before any run, from the planned configs."""
+    configs = [c for c in configs if c.eval_episodes > 0]
+    if not configs:
+        return []
+    seeds = len({c.seed for c in configs})
+    episodes = sorted({c.eval_episodes for c in configs})
+    if seeds < 2:
+        return [f"- power: {seeds} seed: no spread over seeds, so no claim gets a verdict"]
+    lines = []
+    for n in episodes:
+        limit = detectable_difference(SEED_SD, seeds, n)
+        lines.append(f"- power: {seeds} seeds x {n} held-out episodes per task detect a difference of success of "
+                     f"{limit:.3f} or more ({NOISE_ERRORS:g} SE, at a spread over seeds of {SEED_SD} and success 0.5)")
+    return lines
+
+
+def _read(root: Path, notebook: str, name: str) -> pd.DataFrame | None:
+    path = root / notebook / name
+    return pd.read_csv(path) if path.exists() else None
+
+
+def _held_out(root: Path, notebook: str) -> pd.DataFrame | None:
+    """A notebook's per-seed first and last evaluations (:func:`comprl.kit.report.held_out`), None where it has no
+    metric rows."""
+    metrics = _read(root, notebook, "metrics.csv")
+    return None if metrics is None or metrics.empty else held_out(metrics)
+
+
+def _sides(frame: pd.DataFrame, key: str) -> Callable[[str, str], pd.Series]:
+    """``(name, column) -> values per seed`` of the runs whose ``key`` is ``name``, indexed by seed."""
+    def side(name: str, column: str) -> pd.Series:
+        runs = frame[frame[key] == name]
+        return pd.Series(runs[column].to_numpy(dtype=float), index=runs["seed"].to_numpy())
+    return side
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return None if not b or pd.isna(b) else a / b

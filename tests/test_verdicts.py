@@ -1,0 +1,150 @@
+"""The report's verdicts (:mod:`comprl.kit.verdicts`): per-seed claims with their power, unguided evaluations
+named as such, collapse per seed, and the held-out figure (:func:`comprl.kit.report.plot_heldout`)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pandas as pd
+import pytest
+
+from comprl.kit import paper, report, reproduce, verdicts
+
+ROOM = "comprl/Room-Random-5x5-v0"
+MIXTURE = "room+webshop+alfworld"
+
+
+def evals(method: str, after: list[float], before: float = 0.1, guided: list[float] | None = None,
+          shown: float | None = 32.0, env_id: str = ROOM, length: float = 5.0, key: str = "method") -> list[dict]:
+    """A run per seed: its step-0 and step-48 evaluation rows (32 episodes), as ``comprl.runs.load_metrics``."""
+    rows = []
+    for seed, value in enumerate(after):
+        for step, success in ((0, before), (48, value)):
+            row = {"run": f"{method}_seed{seed}", key: method, "method": "comp_rl" if key != "method" else method,
+                   "env_id": env_id, "seed": seed, "step": step, "phase": "eval", "episodes": 32.0,
+                   "success_rate": success, "mean_episode_length": length}
+            if guided is not None:
+                row.update(guided_success_rate=guided[seed] if step else before, guided_with_entry=shown)
+            rows.append(row)
+    return rows
+
+
+def write(tmp_path, notebook: str, rows: list[dict]) -> None:
+    (tmp_path / notebook).mkdir(exist_ok=True)
+    pd.DataFrame(rows).to_csv(tmp_path / notebook / "metrics.csv", index=False)
+
+
+def claim(claims: list[str], start: str) -> list[str]:
+    """The cells of the one claim row that starts with ``start``."""
+    (line,) = [c for c in claims if c.startswith(f"| {start}")]
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_detectable_difference_is_two_standard_errors_of_two_means_plus_the_episodes_binomial_noise():
+    assert verdicts.detectable_difference(0.1, 4) == pytest.approx(2 * (2 * 0.01 / 4) ** 0.5)
+    with_episodes = verdicts.detectable_difference(0.1, 4, episodes=64)
+    assert with_episodes == pytest.approx(2 * (2 * (0.01 + 0.25 / 64) / 4) ** 0.5)
+    assert verdicts.detectable_difference(0.1, 4, 64, success=0.1) < with_episodes  # 0.5 is the worst case
+    assert verdicts.detectable_difference(0.1, 5) < verdicts.detectable_difference(0.1, 3)  # more seeds, finer
+    for bad, named in (({"n_seeds": 1}, "n_seeds=1"), ({"episodes": 0}, "episodes=0"), ({"sd": -0.1}, "sd=-0.1"),
+                       ({"success": 1.5}, "success=1.5")):
+        with pytest.raises(ValueError, match=named):
+            verdicts.detectable_difference(**{"sd": 0.1, "n_seeds": 3, **bad})
+
+
+def test_a_change_is_reproduced_or_opposite_only_beyond_two_standard_errors():
+    assert verdicts.verdict(+0.3, 0.21, 0.1) == "reproduced"
+    assert verdicts.verdict(+0.3, -0.21, 0.1) == "opposite"
+    assert verdicts.verdict(-0.3, -0.21, 0.1) == "reproduced"
+    assert verdicts.verdict(+0.3, 0.19, 0.1) == "inconclusive (within 2 SE)"
+    assert verdicts.verdict(+0.3, 0.0, 0.0) == "inconclusive (within 2 SE)"  # no change is no direction
+    assert verdicts.verdict(+0.3, 0.5, None) == "no verdict (under 2 seeds)"
+
+
+def test_single_task_claims_carry_step_0_the_detectable_difference_and_a_verdict(tmp_path):
+    write(tmp_path, "01_single_task", evals("baseline", [0.5, 0.6, 0.7], before=0.2, length=5.0)
+          + evals("comp_rl", [0.8, 0.9, 1.0], before=0.1, guided=[0.8, 0.9, 1.0], length=4.0))
+    claims = verdicts.claims(tmp_path)
+    assert claims[:2] == list(verdicts.HEADER)
+    # comp_rl 0.9 against 0.6: +0.3, standard error sqrt(2 x 0.01 / 3) = 0.0816, detectable 0.163
+    assert claim(claims, "single task Room: comp_rl / baseline success") == [
+        "single task Room: comp_rl / baseline success", "1.30x", "0.50x", "1.50x", "+0.20x", "0.163 success", "-",
+        "reproduced",
+    ]
+    # 4 actions against 5 at every seed and evaluation: the paper's direction, with no spread at all
+    cells = claim(claims, "single task Room: baseline / comp_rl actions per episode")
+    assert cells[2:5] == ["1.25x", "1.25x", "-0.25x"] and cells[-1] == "reproduced"
+
+
+def test_an_evaluation_with_experience_that_showed_no_entry_is_called_unguided(tmp_path):
+    rows = (evals("baseline", [0.2, 0.3, 0.4], env_id=MIXTURE)
+            + evals("comp_rl", [0.3, 0.4, 0.5], guided=[0.3, 0.4, 0.5], shown=0.0, env_id=MIXTURE)
+            + evals("static", [0.3, 0.4, 0.5], guided=[0.4, 0.5, 0.6], shown=10.0, env_id=MIXTURE))
+    write(tmp_path, "02_multitask", rows)
+    claims = verdicts.claims(tmp_path)
+    assert not any("Complementary RL, eval with exp." in c for c in claims)
+    cells = claim(claims, "3-task Table 1, Complementary RL, eval unguided (no entry shown): avg success")
+    assert cells[1] == f"{paper.TABLE_1_3_TASK['Complementary RL, eval with exp.']['avg']:.3f}" and cells[6] == "0/96"
+    assert claim(claims, "3-task Table 1, comp_rl: eval with experience minus without")[-1] == (
+        "not a test (no entry shown)"
+    )
+    # static showed 10 of its 96 episodes an entry, and gained 0.1 at every seed: a paired difference with no spread
+    static = claim(claims, "3-task Table 1, static: eval with experience minus without")
+    assert static[6] == "30/96" and static[3] == "+0.100" and static[-1] == "reproduced"
+    scaling = claim(claims, "task scaling, 3 tasks (room+webshop+alfworld): comp_rl unguided (no entry shown)")
+    assert scaling[3] == "+0.100" and scaling[-1] == "inconclusive (within 2 SE)"  # sd 0.1 per side, 3 seeds
+    assert claim(claims, "3-task Table 1, Baseline GRPO")[-1] == "-"  # the reference of the others
+
+
+def test_a_seed_that_collapsed_is_counted_though_the_mean_over_seeds_hides_it(tmp_path):
+    def train(variant: str, seed: int, curve: list[float]) -> list[dict]:
+        return [{"run": f"{variant}_seed{seed}", "variant": variant, "method": "comp_rl", "env_id": ROOM,
+                 "seed": seed, "step": step + 1, "phase": "train", "success_rate": rate}
+                for step, rate in enumerate(curve)]
+
+    rising, falling = [0.1, 0.3, 0.5, 0.5, 0.6, 0.6, 0.6, 0.6], [0.1, 0.4, 0.6, 0.6, 0.3, 0.1, 0.0, 0.0]
+    rows = evals("comp_rl", [0.5, 0.5, 0.5], guided=[0.5, 0.5, 0.5], key="variant")
+    rows += evals("no_split_advantages", [0.5, 0.6, 0.4], guided=[0.5, 0.6, 0.4], key="variant")
+    rows += [r for seed in range(3) for r in train("comp_rl", seed, rising)]
+    rows += [r for seed in range(3) for r in train("no_split_advantages", seed, falling if seed == 1 else rising)]
+    write(tmp_path, "04_ablations", rows)
+    falls = report.seed_collapse(pd.read_csv(tmp_path / "04_ablations" / "metrics.csv")).set_index("run")
+    assert falls.loc["no_split_advantages_seed1", "train_fall"] == pytest.approx(-0.6)  # quarters of 2 steps
+    assert falls["collapsed"].sum() == 1
+    claims = verdicts.claims(tmp_path)
+    assert claim(claims, "ablation no_split_advantages: seeds collapsed")[3:] == [
+        "1/3 (comp_rl 0/3)", "-", "-", "-", "reproduced"
+    ]
+    table = verdicts.collapse_table(tmp_path).set_index("method")
+    assert table.loc["no_split_advantages", "collapsed"] == 1 and table.loc["comp_rl", "collapsed"] == 0
+
+
+def test_elapsed_wall_time_counts_calls_that_ran_side_by_side_once():
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+    def call(begin: int, end: int) -> dict:
+        return {"start": (start + timedelta(minutes=begin)).isoformat(),
+                "end": (start + timedelta(minutes=end)).isoformat()}
+
+    times = {"02_multitask": {"seconds": 3600.0, "calls": [call(0, 60)]},
+             "03_extractor_size": {"seconds": 1800.0, "calls": [call(30, 60)]},
+             "04_ablations": {"seconds": 600.0, "calls": [call(100, 110)]}}
+    lines = reproduce._wall_time(times)
+    assert "100.0 min summed" in lines[0] and "70.0 min over 3 calls" in lines[1]
+    del times["04_ablations"]["calls"]  # a call from before the calls were logged: elapsed time unknown
+    assert "not recorded" in reproduce._wall_time(times)[1]
+
+
+def test_heldout_figure_draws_a_point_per_seed_and_an_interval_per_bar(tmp_path):
+    metrics = pd.DataFrame(evals("baseline", [0.5, 0.6, 0.7]) + evals("comp_rl", [0.3, 0.4, 0.5],
+                                                                      guided=[0.3, 0.4, 0.5], shown=0.0))
+    figure = report.plot_heldout(metrics)
+    ax = figure.axes[0]
+    # bars: baseline before and after; comp_rl before and after, without and with experience
+    assert len(ax.patches) == 6
+    assert sum(len(c.get_offsets()) for c in ax.collections if hasattr(c, "get_offsets")) >= 18  # 3 seeds x 6
+    assert any(text.get_text() == "unguided" for text in ax.texts)  # comp_rl's evaluation showed no entry
+    low, high = report.t_interval([0.5, 0.6, 0.7])
+    assert low == pytest.approx(0.6 - 4.303 * 0.1 / 3**0.5, abs=1e-3) and high > 0.6
+    figure.savefig(tmp_path / "heldout.png")
+    assert (tmp_path / "heldout.png").stat().st_size > 0
