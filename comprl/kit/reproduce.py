@@ -97,7 +97,8 @@ REFERENCE_RUNS: dict[str, list[str]] = {}
 None at present: the committed runs of ``results/reference/01_single_task_cpu`` were trained with the cpu profile
 as it was before issue 46 (K = 4, 48-token lessons, merges every 2 steps, float32 adapters while sampling), so no
 run of today's profile is one of them (``tests/test_reproduce.py`` checks it); notebook 01 draws them beside its
-runs only when given ``reference_dir``. A profile names a folder here once reference runs of its current config are committed."""
+runs only when given ``reference_dir``. A profile names a folder here once reference runs of its current config
+are committed."""
 
 
 def _no_params(_: Any) -> dict[str, Any]:
