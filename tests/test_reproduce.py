@@ -356,6 +356,11 @@ def test_prompt_token_table_matches_a_fresh_measurement():
             assert math.isclose(getattr(measured, name), getattr(table, name), rel_tol=0.1), (env_id, name)
     shared = planner.measure_shared_tokens()
     assert all(math.isclose(shared[k], v, rel_tol=0.1) for k, v in planner.SHARED_TOKENS.items()), shared
+    # every MiniHack task of the cpu profile plays the brief view, and the planner prices that view's prompts
+    views = {(env_id, options.get("view")) for env_id, options in make_config("cpu").env_options.items()}
+    assert views <= set(planner.VIEW_PROMPT_TOKENS)
+    fresh = planner.measure_prompt_tokens(["comprl/KeyRoom-Dark-S5-v0"], options={"view": "brief"})
+    assert fresh["comprl/KeyRoom-Dark-S5-v0"] == planner.VIEW_PROMPT_TOKENS["comprl/KeyRoom-Dark-S5-v0", "brief"]
 
 
 def test_benchmark_writes_a_file_the_planner_reads(tmp_path):

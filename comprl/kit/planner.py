@@ -19,6 +19,7 @@ PARAMETERS_B = {
     "Qwen/Qwen2.5-7B-Instruct": 7.62,
     "Qwen/Qwen3-4B-Thinking-2507": 4.02,
     "Qwen/Qwen3-4B-Instruct-2507": 4.02,
+    "Qwen/Qwen3-4B": 4.02,
     "Qwen/Qwen3-30B-A3B-Instruct-2507": 30.5,
     "Qwen/Qwen3-Embedding-0.6B": 0.6,
     "Qwen/Qwen2.5-1.5B-Instruct": 1.54,
@@ -303,9 +304,14 @@ uniformly random admissible actions under a 30-turn cap, tokenised with SmolLM2'
 
 VIEW_PROMPT_TOKENS: dict[tuple[str, str], PromptTokens] = {
     ("comprl/Room-Random-5x5-v0", "brief"): PromptTokens(163, 67, 2191),
+    ("comprl/Room-Ultimate-5x5-v0", "brief"): PromptTokens(186, 76, 2228),
+    ("comprl/MazeWalk-9x9-v0", "brief"): PromptTokens(165, 64, 2253),
+    ("comprl/KeyRoom-Dark-S5-v0", "brief"): PromptTokens(228, 77, 2267),
+    ("comprl/River-Narrow-v0", "brief"): PromptTokens(214, 94, 2272),
 }
-"""Per (env id, ``view`` env option), measured as :data:`PROMPT_TOKENS` with that view (``measure_prompt_tokens(
-options={"view": "brief"})``): MiniHack's brief view, the cpu profile's, says in a line where the stairs are."""
+"""Per (env id, ``view`` env option), measured as :data:`PROMPT_TOKENS` with that view (``measure_prompt_tokens(ids,
+options={"view": "brief"})`` for the five MiniHack ids, 2026-11-29; the lit Room's measured again the same):
+MiniHack's brief view, the cpu profile's for every MiniHack task, says in a line where the stairs (key, door) are."""
 
 
 def prompt_tokens(config: ExperimentConfig, env_id: str) -> PromptTokens:
