@@ -553,7 +553,8 @@ class ExperimentConfig:
     task_turns: dict[str, int] = field(default_factory=dict)
     """Turn caps for some env ids; the tasks it does not name get ``max_turns`` (paper multi-task: 30 for every
     task). Like ``env_options`` it may name tasks this run does not play, so that a profile holds a cap for every
-    task it may be asked to play."""
+    task it may be asked to play. Like every dict field, an override replaces the profile's whole dict: give every
+    cap you want kept (``make_config("cpu").task_turns`` lists the profile's)."""
     env_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Constructor keywords per env id, e.g. ``{"comprl/Room-Random-5x5-v0": {"view": "brief"}}`` (comprl's;
     the paper plays every env with its defaults)."""
