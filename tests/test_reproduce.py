@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from comprl import checkpoint, runs
-from comprl.kit import parallel, planner, reproduce, verdicts
+from comprl.kit import parallel, planner, plans, reproduce, verdicts
 from comprl.kit.cli import main
 from comprl.config import make_config
 from comprl.envs import ENV_IDS
@@ -101,6 +101,8 @@ def test_the_cpu_reproduction_plans_the_k8_design_and_copies_the_reference_runs_
     assert executed["02_multitask"]["reuse"] == [reference, str(tmp_path / "cpu" / "01_single_task")]
     assert not any("overrides" in params for params in executed.values())  # every run on the profile's own path
     assert executed["01_single_task"]["seeds"] == [0, 1, 2, 3, 4]
+    assert executed["01_single_task"]["method_seeds"] == {"static": [0, 1, 2], "exp_only": [0, 1, 2]}
+    assert [name for name, config in executed["04_ablations"]["variants"].items() if not config] == ["comp_rl"]
     assert {key: executed["02_multitask"][key] for key in ("mixtures", "methods", "batch_per_task", "seeds")} == {
         "mixtures": ["laptop-2"], "methods": ["baseline", "comp_rl"], "batch_per_task": 1, "seeds": [0, 1, 2]
     }
@@ -121,6 +123,19 @@ def test_no_planned_cpu_run_is_one_of_the_committed_reference_runs():
     assert any(folder.glob("*/config.json") for folder in folders)
     planned = [config for step in reproduce.STEPS for config in step.configs("cpu")]
     assert len(planned) > 40 and not [run.path for c in planned for run in runs.find_runs(c, folders)]
+
+
+def test_the_cpu_single_task_runs_diagnostics_on_three_seeds_and_the_ablations_start_from_its_comp_rl():
+    single = [(c.method, c.seed) for c in reproduce.STEPS[0].configs("cpu")]
+    methods = ("baseline", "static", "exp_only", "comp_rl")
+    assert single == [(m, s) for s in range(5) for m in methods if s < 3 or m in ("baseline", "comp_rl")]
+    with pytest.raises(ValueError, match=r"method_seeds names \['exp_only'\], not among the methods run"):
+        plans.single_task("cpu", compare_with=["baseline"], method_seeds={"exp_only": [0]})
+    ablations = reproduce.STEPS[3].configs("cpu")
+    assert not any(c.experience.search_and_ask for c in ablations)  # a guided question costs a generation: left out
+    copied = [c for c in ablations if c in reproduce.STEPS[0].configs("cpu")]
+    assert [(c.method, c.seed) for c in copied] == [("comp_rl", s) for s in range(3)]  # the full method: 01's runs
+    assert len(ablations) == 12
 
 
 def test_the_cpu_mixture_plays_the_single_task_runs_room_and_its_one_task_point_is_copied_from_01():

@@ -50,13 +50,19 @@ def single_task(
     steps: int | None = None,
     seeds: Sequence[int] = (0,),
     overrides: Mapping[str, Any] | None = None,
+    method_seeds: Mapping[str, Sequence[int]] | None = None,
 ) -> Plan:
     """Notebook 01: ``method`` and the methods it is compared with on one task, seed by seed (so that with several
-    runs at once the first to end give every method one seed). Keys ``(method, seed)``, names ``method_seedN``."""
+    runs at once the first to end give every method one seed). ``method_seeds``: a method's own seeds, where it runs
+    on others than ``seeds`` (fewer for a diagnostic method, say). Keys ``(method, seed)``, names ``method_seedN``."""
     methods = list(dict.fromkeys([*compare_with, method]))
+    own = dict(method_seeds or {})
+    if unknown := sorted(set(own) - set(methods)):
+        raise ValueError(f"method_seeds names {unknown}, not among the methods run: {methods}")
+    every = sorted(set(seeds).union(*own.values()))
     configs = {
         (m, seed): make_config(profile, env_id=env_id, method=m, steps=steps, seed=seed, **(overrides or {}))
-        for seed in seeds for m in methods
+        for seed in every for m in methods if seed in own.get(m, seeds)
     }
     return Plan(configs, lambda m, seed: f"{m}_seed{seed}")
 
