@@ -8,7 +8,9 @@ import os
 import pandas as pd
 import pytest
 
-from comprl.kit.latency import CLOCKS, measure_overhead, mode_config, overhead_table, split_cores, verdict
+from comprl.kit.latency import (
+    CLOCKS, measure_overhead, mode_config, overhead_table, plot_overhead, split_cores, verdict,
+)
 from comprl.loop import run_experiment
 
 
@@ -80,6 +82,27 @@ def test_overhead_table_drops_warmup_steps_and_divides_by_none_at_the_same_batch
     ]
 
 
+def test_rounds_give_each_ratio_its_mean_and_t_interval_against_the_same_rounds_none(tmp_path):
+    rounds = []
+    for round_, (none, async_) in enumerate([(2.0, 2.0), (4.0, 6.0), (2.0, 3.0)]):  # async/none: 1.0, 1.5, 1.5
+        one = rows("none", 8, [9.0, none, none]) + rows("async", 8, [9.0, async_, async_], search=0.5)
+        rounds += [row | {"round": round_} for row in one]
+    table = overhead_table(pd.DataFrame(rounds), skip=1).set_index("mode")
+    assert table.loc["async", "rollout_ratio"] == pytest.approx(4.0 / 3.0)  # of the rounds' ratios, not of means
+    assert table.loc["async", "rounds"] == 3 and table.loc["async", "steps"] == 6
+    half = 4.302653 * (1.0 / 12) ** 0.5 / 3**0.5  # t(0.975, 2) x sd / sqrt(3)
+    assert table.loc["async", "rollout_ratio_low"] == pytest.approx(4.0 / 3.0 - half, abs=1e-6)
+    assert table.loc["async", "rollout_ratio_high"] == pytest.approx(4.0 / 3.0 + half, abs=1e-6)
+    assert table.loc["none", "rollout_ratio_low"] == table.loc["none", "rollout_ratio_high"] == 1.0
+    assert "over 3 rounds: b8 1.33x [0.62, 2.05]" in verdict(table.reset_index())
+    bars = plot_overhead(table.reset_index(), tmp_path / "overhead").axes[0].collections  # the interval, drawn
+    assert [segments.get_segments()[0][:, 1].tolist() for segments in bars] == [[pytest.approx(0.6159, abs=1e-3),
+                                                                                pytest.approx(2.0508, abs=1e-3)]]
+    single = overhead_table(pd.DataFrame([row for row in rounds if row["round"] == 0]), skip=1)
+    assert single["rounds"].eq(1).all() and single["rollout_ratio_low"].isna().all()
+    assert "rounds" not in verdict(single)
+
+
 @pytest.mark.parametrize("extractor_lora_rank", [0, 4])  # 4: the cpu profile's extractor draws adapters at start
 def test_identical_protocol_plays_the_baselines_episodes_token_for_token(tmp_path, extractor_lora_rank):
     # what measure_overhead(identical=True) runs: a frozen actor, and entries retrieved but not shown
@@ -98,23 +121,23 @@ def test_identical_protocol_plays_the_baselines_episodes_token_for_token(tmp_pat
     )
 
 
-def test_a_killed_measurement_resumes_at_the_batch_size_it_was_in(tmp_path):
+def test_a_killed_measurement_resumes_at_the_round_and_batch_size_it_was_in(tmp_path):
     cores = sorted(os.sched_getaffinity(0))[:1]  # one core for both sides: this checks bookkeeping, not timing
-    measure = dict(steps=3, skip=2, output_dir=tmp_path, actor_cores=cores, manager_cores=cores, resume=True)
+    measure = dict(steps=2, skip=1, output_dir=tmp_path, actor_cores=cores, manager_cores=cores, resume=True, rounds=2)
     with pytest.warns(UserWarning, match="share core"):
-        first = measure_overhead("smoke", [4, 8], ["none", "sync"], **measure)
+        first = measure_overhead("smoke", [4], ["none", "sync"], **measure)
     done = {path.parent.name: path.read_text() for path in tmp_path.glob("*/finished")}
-    assert sorted(done) == ["none_b4", "none_b8", "sync_b4", "sync_b8"]
-    (tmp_path / "sync_b8" / CLOCKS).unlink()  # as if killed between sync_b8's end and its clocks being written
+    assert sorted(done) == ["none_b4", "none_b4_r1", "sync_b4", "sync_b4_r1"]
+    assert (first["rounds"] == 2).all() and (first["steps"] == 2).all()  # one measured step per round
+    assert first["rollout_ratio_low"].notna().all()
+    (tmp_path / "sync_b4_r1" / CLOCKS).unlink()  # as if killed between sync's end in round 1 and its clocks written
     with pytest.warns(UserWarning, match="share core"):
-        second = measure_overhead("smoke", [4, 8], ["none", "sync"], **measure)
+        second = measure_overhead("smoke", [4], ["none", "sync"], **measure)
     again = {path.parent.name: path.read_text() for path in tmp_path.glob("*/finished")}
-    assert [name for name in sorted(done) if again[name] == done[name]] == ["none_b4", "sync_b4"]
-    b4, b8 = (second["batch_size"] == 4).to_numpy(), (second["batch_size"] == 8).to_numpy()
-    pd.testing.assert_frame_equal(second[b4], first[b4])  # read back, actor clocks included
-    assert second.loc[b4, "actor_cpu_s"].gt(0).all()
-    assert not second.loc[b8, "step_s"].equals(first.loc[b8, "step_s"])  # batch size 8's modes ran again
+    assert [name for name in sorted(done) if again[name] == done[name]] == ["none_b4", "sync_b4"]  # round 0 read
+    assert (second["actor_cpu_s"] > 0).all()
+    assert not second["step_s"].equals(first["step_s"])  # round 1's modes ran again, both
     with pytest.warns(UserWarning, match="share core"):
-        measure_overhead("smoke", [4], ["none", "sync"], **{**measure, "resume": False})
+        measure_overhead("smoke", [4], ["none"], **{**measure, "resume": False, "rounds": 1})
     afresh = {path.parent.name: path.read_text() for path in tmp_path.glob("*/finished")}
-    assert [name for name in ("none_b4", "sync_b4") if afresh[name] == done[name]] == []  # without resume: run again
+    assert afresh["none_b4"] != done["none_b4"]  # without resume: run again

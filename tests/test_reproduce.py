@@ -106,7 +106,7 @@ def test_the_cpu_reproduction_plans_the_k8_design_and_copies_the_reference_runs_
     assert {key: executed["02_multitask"][key] for key in ("mixtures", "methods", "batch_per_task", "seeds")} == {
         "mixtures": ["laptop-2"], "methods": ["baseline", "comp_rl"], "batch_per_task": 1, "seeds": [0, 1, 2]
     }
-    assert executed["05_latency_analysis"]["batch_sizes"] == [8, 32]
+    assert executed["05_latency_analysis"] == {"batch_sizes": [8, 16], "steps": 5, "rounds": 3}
     capsys.readouterr()
 
 
@@ -114,7 +114,7 @@ def test_the_cpu_reproduction_plans_the_k8_design_and_copies_the_reference_runs_
 def test_every_planned_run_is_in_groups_of_eight_split_into_halves_of_four(profile):
     configs = [config for step in reproduce.STEPS for config in step.configs(profile)]
     assert configs and {config.group_size for config in configs} == {8}
-    assert all(batch % 8 == 0 for batch in reproduce.LATENCY_BATCH_SIZES[profile])
+    assert all(batch % 8 == 0 for batch in reproduce.LATENCY[profile]["batch_sizes"])
 
 
 def test_no_planned_cpu_run_is_one_of_the_committed_reference_runs():

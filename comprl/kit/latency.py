@@ -127,6 +127,7 @@ def measure_overhead(
     output_dir: str | Path = "results/latency",
     identical: bool = False,
     resume: bool = False,
+    rounds: int = 1,
     **overrides: Any,
 ) -> pd.DataFrame:
     """Run every (mode, batch size) as a real experiment and return :func:`overhead_table` of their metrics.
@@ -138,8 +139,8 @@ def measure_overhead(
         steps: training steps per run, of which the first ``skip`` are dropped: step 1 loads the models and finds
             an empty bank; in async mode step 2's searches wait at the bank's warm-up gate for step 1's distillation.
         actor_cores / manager_cores: see :func:`split_cores` (default: the manager gets the last core).
-        output_dir: run folders go to ``output_dir/<mode>_b<batch size>``; runs found there are replaced, unless
-            ``resume``.
+        output_dir: run folders go to ``output_dir/<mode>_b<batch size>`` (later rounds: ``..._r<round>``); runs
+            found there are replaced, unless ``resume``.
         identical: make every mode play the same episodes, so that only the manager's work differs: the actor is
             frozen (learning rate 0; its update still runs) and entries are retrieved and credited but kept out
             of the prompts (``experience.blind``). Without it the modes' episodes differ (the guided half reads
@@ -148,6 +149,9 @@ def measure_overhead(
             is read back, not run again: a measurement killed part way resumes at the batch size it was in, whose
             modes all run again, back to back (half a batch size's modes from an earlier call would break the
             interleaving).
+        rounds: times the whole measurement is repeated, every batch size of a round before the next round, so
+            that slow drift of the machine's load falls on every round alike; the table then gives each ratio's
+            mean over rounds and its 95% t interval (:func:`overhead_table`).
         overrides: any other config field (``eval_episodes`` defaults to 0).
 
     The returned frame's ``attrs["core_split"]`` says which cores each side ran on (the figure's caption). The
@@ -159,22 +163,28 @@ def measure_overhead(
         caption += "; identical episodes in every mode (actor frozen, entries retrieved but not shown)"
     if steps <= skip:
         raise ValueError(f"steps={steps} with skip={skip}: no step would be measured")
+    if rounds < 1:
+        raise ValueError(f"rounds={rounds}: need at least 1")
     root = Path(output_dir)
     frames = []
-    for batch in batch_sizes:
+    for round_, batch in ((r, b) for r in range(rounds) for b in batch_sizes):
         configs = {mode: mode_config(profile, mode, batch, manager, steps=steps, **overrides) for mode in modes}
-        found = {
-            mode: _measured(root / f"{mode}_b{batch}", config) if resume else None for mode, config in configs.items()
-        }
+        names = {mode: f"{mode}_b{batch}" + (f"_r{round_}" if round_ else "") for mode in modes}
+        found = {mode: _measured(root / names[mode], config) if resume else None for mode, config in configs.items()}
         if any(metrics is None for metrics in found.values()):  # interleaved: the modes run back to back, in one go
             found = {
-                mode: _in_pinned_process(config, root, f"{mode}_b{batch}", actor, manager, mode == "loaded")
+                mode: _in_pinned_process(config, root, names[mode], actor, manager, mode == "loaded")
                 for mode, config in configs.items()
             }
-        frames += [metrics.assign(mode=mode, batch_size=batch) for mode, metrics in found.items()]
+        frames += [metrics.assign(mode=mode, batch_size=batch, round=round_) for mode, metrics in found.items()]
     table = overhead_table(pd.concat(frames, ignore_index=True), skip)
     table.attrs["core_split"] = caption
     return table
+
+
+RATIOS = {"rollout_s": "rollout_ratio", "step_s": "step_ratio", "token_s": "per_token_ratio"}
+"""Columns of :func:`overhead_table` divided by mode ``none``'s at the same batch size (and round), and the ratio's
+name."""
 
 
 def overhead_table(metrics: pd.DataFrame, skip: int = 2) -> pd.DataFrame:
@@ -182,20 +192,36 @@ def overhead_table(metrics: pd.DataFrame, skip: int = 2) -> pd.DataFrame:
     the rollout and step time relative to mode ``none`` at the same batch size; rollout time per token its
     forward passes processed (``token_s``) and its ratio to ``none`` (``per_token_ratio``).
 
-    ``metrics`` holds the runs' metric rows with ``mode`` and ``batch_size`` columns added.
+    ``metrics`` holds the runs' metric rows with ``mode`` and ``batch_size`` columns added, and ``round`` where the
+    measurement was repeated: each round's ratios are then taken against that round's ``none``, the table gives
+    their mean over rounds (``rounds``: how many; ``steps``: measured steps over all rounds) and a 95% t interval
+    (``<ratio>_low``, ``<ratio>_high``; NaN for one round).
     """
+    from comprl.kit.report import t_interval
+
     kept = metrics[(metrics["phase"] == "train") & (metrics["step"] > skip)]
+    kept = kept if "round" in kept else kept.assign(round=0)
     columns = {name: (metric, "mean") for name, metric in PER_STEP.items() if metric in kept}
-    table = kept.groupby(["batch_size", "mode"], sort=False).agg(steps=("step", "count"), **columns).reset_index()
+    keys = ["batch_size", "mode", "round"]
+    per_round = kept.groupby(keys, sort=False).agg(steps=("step", "count"), **columns).reset_index()
     for name in PER_STEP:
-        table[name] = table[name].fillna(0.0) if name in table else 0.0
+        per_round[name] = per_round[name].fillna(0.0) if name in per_round else 0.0
     # The modes' rollouts are not the same amount of work: the guided half's prompts carry an entry, and episodes
     # end at different turns in different runs. Time per token the rollout's forward passes processed corrects
     # for most of that (not for attention's cost growing with the context).
-    table["token_s"] = table["rollout_s"] / table["processed"].where(table["processed"] > 0)
-    reference = table[table["mode"] == "none"].set_index("batch_size")
-    for column, ratio in (("rollout_s", "rollout_ratio"), ("step_s", "step_ratio"), ("token_s", "per_token_ratio")):
-        table[ratio] = table[column] / table["batch_size"].map(reference[column])
+    per_round["token_s"] = per_round["rollout_s"] / per_round["processed"].where(per_round["processed"] > 0)
+    reference = per_round[per_round["mode"] == "none"].set_index(["batch_size", "round"])
+    at = pd.MultiIndex.from_frame(per_round[["batch_size", "round"]])
+    for column, ratio in RATIOS.items():
+        per_round[ratio] = per_round[column].to_numpy() / reference[column].reindex(at).to_numpy()
+    grouped = per_round.groupby(["batch_size", "mode"], sort=False)
+    table = grouped.mean(numeric_only=True).drop(columns="round").reset_index()
+    table["steps"] = grouped["steps"].sum().to_numpy()
+    table["rounds"] = grouped["round"].nunique().to_numpy()
+    for ratio in RATIOS.values():
+        bounds = grouped[ratio].apply(t_interval)
+        table[f"{ratio}_low"] = [low for low, _ in bounds]
+        table[f"{ratio}_high"] = [high for _, high in bounds]
     return table.sort_values(
         ["batch_size", "mode"], key=lambda c: c.map(MODES.index) if c.name == "mode" else c, ignore_index=True
     )
@@ -203,12 +229,16 @@ def overhead_table(metrics: pd.DataFrame, skip: int = 2) -> pd.DataFrame:
 
 def plot_overhead(table: pd.DataFrame, path_stem: str | Path, caption: str | None = None) -> Any:
     """The paper's latency figure from :func:`overhead_table`: rollout time relative to ``none`` per batch size
-    (step time dashed), and search time per step; saved as ``path_stem.png`` and ``.pdf``. Returns the figure."""
+    (step time dashed; a bar: the 95% interval over rounds, where there were), and search time per step; saved as ``path_stem.png`` and ``.pdf``. Returns the figure."""
     import matplotlib.pyplot as plt
 
     fig, (ratio_ax, search_ax) = plt.subplots(1, 2, figsize=(10, 3.6))
     for mode, rows in table[table["mode"] != "none"].groupby("mode", sort=False):
-        line = ratio_ax.plot(rows["batch_size"], rows["rollout_ratio"], marker="o", label=f"{mode}: rollout")[0]
+        spread = (rows["rollout_ratio"] - rows["rollout_ratio_low"], rows["rollout_ratio_high"] - rows["rollout_ratio"])
+        line = ratio_ax.errorbar(
+            rows["batch_size"], rows["rollout_ratio"], yerr=spread if rows["rounds"].min() > 1 else None, marker="o",
+            capsize=3, label=f"{mode}: rollout",
+        ).lines[0]
         ratio_ax.plot(
             rows["batch_size"],
             rows["step_ratio"],
@@ -238,7 +268,7 @@ def plot_overhead(table: pd.DataFrame, path_stem: str | Path, caption: str | Non
 
 def verdict(table: pd.DataFrame) -> str:
     """One line per mode but ``none``: its range of rollout time (per step and per token) and step time relative
-    to ``none``; for async, whether its rollout time per step meets :data:`ASYNC_TARGET` at every batch size; with
+    to ``none``, with each batch size's interval where the measurement had rounds; for async, whether its rollout time per step meets :data:`ASYNC_TARGET` at every batch size; with
     ``loaded`` measured too, async's rollout time relative to it."""
     lines = []
     for mode, rows in table[table["mode"] != "none"].groupby("mode", sort=False):
@@ -251,6 +281,11 @@ def verdict(table: pd.DataFrame) -> str:
         if mode == "async":
             meets = "meets" if rollout.max() <= ASYNC_TARGET else "MISSES"
             line += f": {meets} the target <= {ASYNC_TARGET}x at every batch size"
+        if rows["rounds"].min() > 1:
+            line += f"; rollout, mean and 95% t interval over {rows['rounds'].min()} rounds: " + ", ".join(
+                f"b{r.batch_size} {r.rollout_ratio:.2f}x [{r.rollout_ratio_low:.2f}, {r.rollout_ratio_high:.2f}]"
+                for r in rows.itertuples()
+            )
         lines.append(line)
     same = table.groupby("batch_size")["processed"].nunique().eq(1).all() and table["processed"].gt(0).all()
     lines.append(

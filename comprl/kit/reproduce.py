@@ -116,10 +116,17 @@ extractor generation, which made a step of the cpu profile 2.3x longer (the dry 
 Xeon's throughput file) and the notebook 30 of the reproduction's 57 planned core-hours. Run it with
 ``comprl run 04_ablations --profile cpu`` (the notebook's own variants)."""
 
-LATENCY_BATCH_SIZES = {"cpu": [8, 32], "gpu": [32, 64, 128], "paper": [128, 256, 512, 1024]}
-"""Rollouts per step of notebook 05 per profile, multiples of its group size (K = 8; the notebook's own [4, 8, 16,
-32] suit the smoke profile's K = 4). cpu: one and four instances; gpu: the profile's batch up to the paper's
-single-task one; paper: the paper's sizes (RQ3)."""
+LATENCY = {
+    "cpu": {"batch_sizes": [8, 16], "steps": 5, "rounds": 3},
+    "gpu": {"batch_sizes": [32, 64, 128], "rounds": 3},
+    "paper": {"batch_sizes": [128, 256, 512, 1024]},
+}
+"""Notebook 05's parameters per profile. ``batch_sizes``: rollouts per step, multiples of the group size (K = 8; the
+notebook's own [4, 8, 16, 32] suit the smoke profile's K = 4): cpu one and two instances, gpu the profile's batch
+up to the paper's single-task one, paper the paper's sizes (RQ3). ``rounds``: the whole measurement repeated, each
+ratio given with a 95% t interval over rounds (issue 46: one round of the ``loaded`` control alone spanned
+0.92-1.17x). cpu: 3 rounds of 5 steps (3 measured after the 2 of warm-up) at 8 and 16 rollouts, about the hours
+of the single round of 8 steps at 8 and 32 it replaces."""
 
 REFERENCE_RUNS: dict[str, list[str]] = {}
 """Folders under ``--results`` whose finished runs a profile's reproduction copies instead of training them again.
@@ -171,7 +178,7 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         "05_latency_analysis",
-        lambda profile: {"batch_sizes": LATENCY_BATCH_SIZES[profile]} if profile in LATENCY_BATCH_SIZES else {},
+        lambda profile: LATENCY.get(profile, {}),
     ),
     Step("06_bank_explorer", folders=lambda root: {"run_dir": str(root / "01_single_task" / "comp_rl_seed0")}),
 )
