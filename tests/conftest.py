@@ -110,3 +110,15 @@ def assert_logprobs_match_fresh_pass():
         torch.testing.assert_close(fresh[mask], batch["old_logprobs"][mask], atol=1e-4, rtol=1e-4)
 
     return check
+
+
+@pytest.fixture
+def cpu_measurement():
+    """The first CPU throughput file checked in under results/throughput/ (its path)."""
+    import json
+
+    from comprl.kit.planner import THROUGHPUT_DIR
+
+    found = [p for p in sorted(THROUGHPUT_DIR.glob("*.json")) if json.loads(p.read_text())["device_kind"] == "cpu"]
+    assert found, f"no CPU measurement in {THROUGHPUT_DIR}"
+    return found[0]

@@ -13,14 +13,6 @@ from comprl.config import make_config
 from comprl.kit import planner, reproduce
 
 
-def _cpu_measurement() -> planner.Throughput:
-    found = [
-        p for p in sorted(planner.THROUGHPUT_DIR.glob("*.json")) if json.loads(p.read_text())["device_kind"] == "cpu"
-    ]
-    assert found, f"no CPU measurement in {planner.THROUGHPUT_DIR}"
-    return planner.load_throughput(found[0])
-
-
 def test_evaluation_passes_counted_are_the_episodes_the_runs_play(tmp_path, monkeypatch):
     played = []
 
@@ -69,8 +61,8 @@ def test_a_guided_pass_shows_the_entry_and_no_pass_depends_on_the_temperature():
     assert planner.eval_tokens(make_config("cpu", method="comp_rl", eval_temperature=0.1), True) == guided
 
 
-def test_the_floor_prices_every_token_at_the_forward_rate_and_updates_at_the_train_rate():
-    t = _cpu_measurement()
+def test_the_floor_prices_every_token_at_the_forward_rate_and_updates_at_the_train_rate(cpu_measurement):
+    t = planner.load_throughput(cpu_measurement)
     config = make_config("cpu", method="comp_rl")
     budget = planner.step_budget(config)
     passes = (2, 1)
@@ -90,8 +82,8 @@ def _row(printed: str, notebook: str) -> list[str]:
     return re.split(r"\s{2,}", line.strip())
 
 
-def test_dry_run_puts_plan_floor_and_actual_side_by_side(tmp_path):
-    measurement = _cpu_measurement()
+def test_dry_run_puts_plan_floor_and_actual_side_by_side(tmp_path, cpu_measurement):
+    measurement = planner.load_throughput(cpu_measurement)
     (tmp_path / "throughput").mkdir()
     (tmp_path / "throughput" / "cpu.json").write_text(measurement.path.read_text())
     (tmp_path / "smoke").mkdir()
@@ -123,9 +115,9 @@ def test_dry_run_puts_plan_floor_and_actual_side_by_side(tmp_path):
     assert "reproduce.json" in printed and "their actual time is in the total" in printed
 
 
-def test_without_a_recorded_reproduction_the_actual_column_says_so(tmp_path):
+def test_without_a_recorded_reproduction_the_actual_column_says_so(tmp_path, cpu_measurement):
     (tmp_path / "throughput").mkdir()
-    (tmp_path / "throughput" / "cpu.json").write_text(_cpu_measurement().path.read_text())
+    (tmp_path / "throughput" / "cpu.json").write_text(cpu_measurement.read_text())
     printed = reproduce.dry_run("smoke", throughput_dir=tmp_path / "throughput", results=tmp_path)
     assert "actual: no reproduction recorded yet" in printed
     assert _row(printed, "whole reproduction")[-1] == "-"

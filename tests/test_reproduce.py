@@ -206,17 +206,8 @@ def test_dry_run_checks_every_paper_config_and_prints_the_plan(tmp_path, capsys)
     assert "step             =" not in printed
 
 
-def _cpu_measurement() -> Path:
-    """The CPU measurement checked in under results/throughput/."""
-    found = [
-        p for p in sorted(planner.THROUGHPUT_DIR.glob("*.json")) if json.loads(p.read_text())["device_kind"] == "cpu"
-    ]
-    assert found, f"no CPU measurement in {planner.THROUGHPUT_DIR}"
-    return found[0]
-
-
-def test_plan_turns_the_checked_in_cpu_measurement_into_a_step_time(capsys):
-    path = _cpu_measurement()
+def test_plan_turns_the_checked_in_cpu_measurement_into_a_step_time(capsys, cpu_measurement):
+    path = cpu_measurement
     assert main(["reproduce", "--profile", "paper", "--dry-run", "--throughput", str(path)]) == 0
     printed = capsys.readouterr().out
     assert ">= 2 x 80 GB GPU" in printed and "total: 16 GPUs on 2 nodes" in printed  # still memory and GPUs
@@ -241,9 +232,9 @@ def test_plan_turns_the_checked_in_cpu_measurement_into_a_step_time(capsys):
     assert step.endswith(planner._duration(took.step))
 
 
-def test_a_measurement_in_the_results_folder_is_used_only_for_its_kind_of_device(tmp_path, capsys):
+def test_a_measurement_in_the_results_folder_is_used_only_for_its_kind_of_device(tmp_path, capsys, cpu_measurement):
     (tmp_path / "throughput").mkdir()
-    (tmp_path / "throughput" / "cpu.json").write_text(_cpu_measurement().read_text())
+    (tmp_path / "throughput" / "cpu.json").write_text(cpu_measurement.read_text())
     assert main(["reproduce", "--profile", "paper", "--dry-run", "--results", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "no throughput measurement for a GPU" in printed and "cpu.json, measured on CPU" in printed
@@ -314,10 +305,10 @@ def test_gpu_measurement_spreads_over_the_placement_and_scales_by_parameters(tmp
         ({"model": "my/own-model"}, "parameters_b is missing and 'my/own-model' is not a model of known size"),
     ],
 )
-def test_malformed_throughput_file_is_rejected_naming_what_is_wrong(tmp_path, content, complaint):
+def test_malformed_throughput_file_is_rejected_naming_what_is_wrong(tmp_path, content, complaint, cpu_measurement):
     path = tmp_path / "bad.json"
     if isinstance(content, dict):
-        good = json.loads(_cpu_measurement().read_text())
+        good = json.loads(cpu_measurement.read_text())
         if "model" in content:  # a model of unknown size, and no parameter count to scale from
             del good["parameters_b"]
         content = json.dumps({k: v for k, v in {**good, **content}.items() if v is not None})
