@@ -229,7 +229,8 @@ def overhead_table(metrics: pd.DataFrame, skip: int = 2) -> pd.DataFrame:
 
 def plot_overhead(table: pd.DataFrame, path_stem: str | Path, caption: str | None = None) -> Any:
     """The paper's latency figure from :func:`overhead_table`: rollout time relative to ``none`` per batch size
-    (step time dashed; a bar: the 95% interval over rounds, where there were), and search time per step; saved as ``path_stem.png`` and ``.pdf``. Returns the figure."""
+    (step time dashed; a bar: the 95% interval over rounds, where there were), and search time per step; saved
+    as ``path_stem.png`` and ``.pdf``. Returns the figure."""
     import matplotlib.pyplot as plt
 
     fig, (ratio_ax, search_ax) = plt.subplots(1, 2, figsize=(10, 3.6))
@@ -268,8 +269,9 @@ def plot_overhead(table: pd.DataFrame, path_stem: str | Path, caption: str | Non
 
 def verdict(table: pd.DataFrame) -> str:
     """One line per mode but ``none``: its range of rollout time (per step and per token) and step time relative
-    to ``none``, with each batch size's interval where the measurement had rounds; for async, whether its rollout time per step meets :data:`ASYNC_TARGET` at every batch size; with
-    ``loaded`` measured too, async's rollout time relative to it."""
+    to ``none``, with each batch size's interval where the measurement had rounds; for async, whether its rollout
+    time per step meets :data:`ASYNC_TARGET` at every batch size; with ``loaded`` measured too, async's rollout time
+    relative to it."""
     lines = []
     for mode, rows in table[table["mode"] != "none"].groupby("mode", sort=False):
         rollout, step, token = rows["rollout_ratio"], rows["step_ratio"], rows["per_token_ratio"]

@@ -67,6 +67,11 @@ def _seeds(profile: str) -> list[int]:
     return SEEDS.get(profile, [0])
 
 
+def _ablation_choices(profile: str) -> dict[str, Any]:
+    """Notebook 04's variants where a profile sets them (:data:`ABLATIONS`)."""
+    return {"variants": ABLATIONS[profile]} if profile in ABLATIONS else {}
+
+
 def _single_task_choices(profile: str) -> dict[str, Any]:
     """Notebook 01's parameters that a profile sets: its seeds, the methods compared, their own seeds."""
     diagnostic = ["static", "exp_only"]
@@ -172,10 +177,7 @@ STEPS: tuple[Step, ...] = (
     Step("01_single_task", _single_task_choices),
     Step("02_multitask", lambda profile: {"seeds": _seeds(profile), **_mixture_choices(profile)}),
     Step("03_extractor_size", lambda profile: {"seeds": _seeds(profile)}),
-    Step(
-        "04_ablations",
-        lambda profile: {"seeds": _seeds(profile), **({"variants": ABLATIONS[profile]} if profile in ABLATIONS else {})},
-    ),
+    Step("04_ablations", lambda profile: {"seeds": _seeds(profile), **_ablation_choices(profile)}),
     Step(
         "05_latency_analysis",
         lambda profile: LATENCY.get(profile, {}),
