@@ -39,6 +39,9 @@ def main() -> None:
     )
     parser.add_argument("--steps", type=int, default=8, help="training steps per run")
     parser.add_argument("--skip", type=int, default=2, help="warm-up steps dropped from every run")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="repeats of the whole measurement (> 1: 95%% t intervals of the ratios)"
+    )
     parser.add_argument("--out", default="results/rollout_overhead", help="run folders and the figure go here")
     parser.add_argument(
         "--resume", action="store_true",
@@ -56,17 +59,23 @@ def main() -> None:
         output_dir=args.out,
         identical=args.identical,
         resume=args.resume,
+        rounds=args.rounds,
     )
     plot_overhead(table, f"{args.out}/rollout_overhead")
     table.to_csv(f"{args.out}/rollout_overhead.csv", index=False)
 
-    print(f"profile={args.profile}, {args.steps} steps per run, first {args.skip} dropped; {table.attrs['core_split']}")
+    print(
+        f"profile={args.profile}, {args.rounds} round(s) of {args.steps} steps per run, first {args.skip} dropped; "
+        f"{table.attrs['core_split']}"
+    )
     columns = [
         "batch_size",
         "mode",
         "steps",
         "rollout_s",
         "rollout_ratio",
+        "rollout_ratio_low",
+        "rollout_ratio_high",
         "processed",
         "per_token_ratio",
         "step_s",
