@@ -148,3 +148,19 @@ def test_heldout_figure_draws_a_point_per_seed_and_an_interval_per_bar(tmp_path)
     assert low == pytest.approx(0.6 - 4.303 * 0.1 / 3**0.5, abs=1e-3) and high > 0.6
     figure.savefig(tmp_path / "heldout.png")
     assert (tmp_path / "heldout.png").stat().st_size > 0
+
+
+def test_the_latency_claim_gives_intervals_only_where_notebook_05_repeated_its_rounds():
+    from comprl.kit.latency import overhead_table
+
+    def rows(mode: str, seconds: float, round_: int) -> list[dict]:
+        return [{"step": step, "phase": "train", "mode": mode, "batch_size": 8, "round": round_,
+                 "rollout_seconds": seconds, "step_seconds": seconds, "processed_tokens": 10.0} for step in (1, 2)]
+
+    metrics = pd.DataFrame(
+        [row for r, ratio in enumerate([1.0, 1.1, 0.9]) for row in rows("none", 2.0, r) + rows("async", 2 * ratio, r)]
+    )
+    [repeated] = verdicts._latency_claims(overhead_table(metrics, skip=0))
+    assert "over 3 rounds" in repeated and "b8 1.00x [0.75, 1.25]" in repeated
+    [single] = verdicts._latency_claims(overhead_table(metrics[metrics["round"] == 1], skip=0))
+    assert "1.10-1.10x (one round)" in single and "nan" not in single

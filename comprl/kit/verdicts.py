@@ -240,12 +240,12 @@ def _latency_claims(latency: pd.DataFrame) -> list[str]:
     rows = latency[latency["mode"] == "async"]
     if rows.empty:
         return []
-    if "rollout_ratio_low" in rows:
+    rounds = int(rows["rounds"].min()) if "rounds" in rows else 1
+    if rounds > 1:
         shown_ratios = "; ".join(
             f"b{int(r.batch_size)} {r.rollout_ratio:.2f}x [{r.rollout_ratio_low:.2f}, {r.rollout_ratio_high:.2f}]"
             for r in rows.itertuples()
         )
-        rounds = int(rows["rounds"].min()) if "rounds" in rows else None
         text = f"background track: rollout time vs baseline (mean and 95% t interval over {rounds} rounds)"
     else:
         shown_ratios = f"{rows['rollout_ratio'].min():.2f}-{rows['rollout_ratio'].max():.2f}x (one round)"
