@@ -135,6 +135,9 @@ class RetrievalPolicy:
             scores -= recent
         else:  # similarity - lambda*log1p(uses) - 1[shown to an earlier query of the batch]
             scores[filled] = [h.score - lam * math.log1p(h.entry.uses) for hits in pools for h in hits]
+        # where each entry id sits in the pools, row-major: a choice updates the later queries' places in O(hits)
+        order = np.argsort(ids, axis=None, kind="stable")
+        placed = ids.ravel()[order]
         shown: set[int] = set()
         chosen: list[Entry | None] = []
         for i, query in enumerate(batch):
@@ -148,8 +151,8 @@ class RetrievalPolicy:
             chosen.append(entry)
             if snapshot:
                 continue
-            rows, cols = np.nonzero(ids[i + 1 :] == entry.id)
-            rows += i + 1
+            places = order[np.searchsorted(placed, entry.id, "left") : np.searchsorted(placed, entry.id, "right")]
+            rows, cols = np.divmod(places[places >= (i + 1) * width], width)
             if not official and entry.id not in shown:
                 scores[rows, cols] -= 1
             shown.add(entry.id)
