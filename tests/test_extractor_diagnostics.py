@@ -24,6 +24,7 @@ from comprl.experience.interface import Episode
 from comprl.experience.manager import ExperienceManager
 from comprl.kit.report import extractor_diagnostics
 from comprl.llm import HFEngine, load_model
+from comprl.ray_start import start_ray
 from comprl.runs import AFTER_TRAINING, Run, load_metrics
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"
@@ -234,7 +235,7 @@ def test_the_report_leaves_out_methods_without_an_extractor(sync_run):
 def async_run(tmp_path_factory):
     """A smoke comp_rl run of the 3-task mixture with the manager as a Ray actor (``experience.mode="async"``)."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    start_ray(num_cpus=2, include_dashboard=False, logging_level="WARNING")
     try:
         config = make_config(
             "smoke", method="comp_rl", steps=2, tasks="3-task", batch_instances=1,

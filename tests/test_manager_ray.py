@@ -15,6 +15,7 @@ from comprl.experience.bank import ExperienceBank
 from comprl.experience.interface import Episode, Outcome
 from comprl.experience.manager import ExperienceManager
 from comprl.experience.ray_host import RayExperienceManager, connect
+from comprl.ray_start import start_ray
 
 ray = pytest.importorskip("ray")
 
@@ -23,7 +24,7 @@ ROOM = "comprl/Room-Ultimate-5x5-v0"
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    start_ray(num_cpus=2, include_dashboard=False, logging_level="WARNING")
     yield
     ray.shutdown()
 

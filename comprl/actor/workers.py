@@ -34,6 +34,7 @@ from comprl.actor.trainer import ActorTrainer
 from comprl.config import TRAINS_ACTOR, ExperimentConfig
 from comprl.experience.interface import ExperienceService
 from comprl.llm import load_model, make_engine, resolve_dtype
+from comprl.ray_start import start_ray
 
 
 class RolloutWorker:
@@ -107,8 +108,7 @@ class RolloutWorkers:
             )
         import ray  # a core dependency, loaded only by runs that use it
         self._ray = ray
-        if not ray.is_initialized():
-            ray.init(address=config.experience.ray_address, include_dashboard=False, logging_level="ERROR")
+        start_ray(config.experience.ray_address, include_dashboard=False, logging_level="ERROR")
         groups = len(tasks) // config.group_size
         n = config.rollout_workers
         if n > groups:

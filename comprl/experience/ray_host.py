@@ -21,6 +21,7 @@ from comprl.experience.interface import Episode, ExperienceService, Outcome, che
 from comprl.experience.manager import ExperienceManager
 from comprl.llm import HFEngine
 from comprl.policy_gradient import PolicyGradientTrainer
+from comprl.ray_start import start_ray
 
 
 class RayExperienceManager:
@@ -37,11 +38,7 @@ class RayExperienceManager:
         import ray  # a core dependency, loaded only by runs that host the manager in Ray
 
         self._ray = ray
-        if not ray.is_initialized():
-            ray.init(
-                address=config.experience.ray_address, include_dashboard=False, log_to_driver=True,
-                logging_level="ERROR",
-            )
+        start_ray(config.experience.ray_address, include_dashboard=False, log_to_driver=True, logging_level="ERROR")
         cores = len(config.experience.manager_cores) or 1
         remote = ray.remote(ExperienceManager).options(
             num_cpus=cores, max_concurrency=config.experience.search_workers + 4, name=None

@@ -40,6 +40,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from comprl.config import ExperimentConfig, make_config
+from comprl.ray_start import start_ray
 from comprl.runs import Run
 
 MODES: tuple[str, ...] = ("none", "loaded", "sync", "async")
@@ -360,7 +361,7 @@ def _pinned_run(
         # process inherit the affinity of the thread that starts them: all of them stay on the manager's cores,
         # as the paper's RPC threads are not on the actor's GPUs.
         os.sched_setaffinity(0, manager)
-        ray.init(num_cpus=len(manager), include_dashboard=False, logging_level="ERROR")
+        start_ray(num_cpus=len(manager), include_dashboard=False, logging_level="ERROR")
     _pin_threads(actor_threads, actor)
     torch.set_num_threads(len(actor))
     clock = {0: _clocks()}
