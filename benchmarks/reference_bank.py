@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -33,14 +32,12 @@ from pathlib import Path
 from comprl.actor.rollout import Trajectory
 from comprl.config import make_config
 from comprl.envs.base import extract_answer
-from comprl.evaluation import play, task_metrics
-from comprl.experience import connect
+from comprl.evaluation import task_metrics
 from comprl.kit.reference_bank import (
     MINIHACK_IDS, REFERENCE_TASKS, ROOM_LIT, Turn, rule_moves, situation, write_reference_bank,
 )
 from comprl.kit.evaluate import wilson_interval
-from comprl.llm import load_model, make_engine, resolve_dtype, sharing_weights
-from comprl.loop import make_envs, resolve_device
+from comprl.kit.guidance import guidance_row, guided_and_free
 
 
 def rate(successes: int, n: int) -> str:
@@ -89,50 +86,22 @@ def compare(env_id: str, bank: Path, args: argparse.Namespace) -> None:
     overrides = {"env_id": env_id, "eval_episodes": args.episodes, "method": "static", "seed": args.seed,
                  "experience.warmup": 0}
     config = make_config(args.profile, **overrides)
-    device = resolve_device(config)
-    model, tokenizer = load_model(
-        config.model, dtype=resolve_dtype(config.dtype, device), device=device, seed=config.seed,
-        backend=config.actor.backend,
-    )
-    engine = make_engine(config, model, tokenizer)
-    envs = make_envs(config)
-    shown: list[tuple[str, object]] = []
-    with tempfile.TemporaryDirectory() as folder:
-        copy = Path(folder) / "bank.duckdb"
-        shutil.copyfile(bank, copy)  # what bank.init_from does at the start of a run
-        extractor_model = sharing_weights(model) if config.extractor_shares_base else None
-        experience = connect(config, copy, device=str(device), model=extractor_model)
-        try:
-            search = functools.partial(experience.search, record=False)
-
-            def counted(queries, **kwargs):
-                entries = search(queries, **kwargs)
-                shown.extend(zip(queries, entries))
-                return entries
-
-            started = time.perf_counter()
-            free_episodes = play(engine, envs, config, progress=True)
-            guided_episodes = play(engine, envs, config, search=counted, progress=True)
-            seconds = time.perf_counter() - started
-            told_episodes = play(engine, envs, config, search=functools.partial(told, search), progress=True) \
-                if args.told else None
-        finally:
-            experience.close()
-            for task_envs in envs.values():
-                for env in task_envs:
-                    env.close()
+    started = time.perf_counter()
+    narrowed = (lambda search: functools.partial(told, search)) if args.told else None
+    passes = guided_and_free(config, bank, extra_search=narrowed)
+    seconds = time.perf_counter() - started
+    free_episodes, guided_episodes, shown, told_episodes = passes.free, passes.guided, passes.shown, passes.extra
+    row = guidance_row(passes)
+    n = row["episodes"]
     free, guided = task_metrics(free_episodes), task_metrics(guided_episodes)
-    n = int(free["episodes"])
-    free_wins, guided_wins = round(free["success_rate"] * n), round(guided["success_rate"] * n)
-    with_entry = sum(bool(t.experience_ids) for t in guided_episodes)  # the loop's guided_with_entry
-    pairs = list(zip(free_episodes, guided_episodes))  # same seeds, in the same order
-    guided_only = sum(g.success and not f.success for f, g in pairs)
-    free_only = sum(f.success and not g.success for f, g in pairs)
     print(f"\n{env_id} ({config.model}, profile {args.profile}, {n} held-out episodes, {seconds:.0f} s)")
-    print(f"  free    success {rate(free_wins, n)}  invalid actions {free['invalid_action_rate']:.3f}")
-    print(f"  guided  success {rate(guided_wins, n)}  invalid actions {guided['invalid_action_rate']:.3f}")
-    print(f"  guided - free = {(guided_wins - free_wins) / n:+.3f}; guided episodes shown an entry: {with_entry}/{n}")
-    print(f"  seeds won only guided: {guided_only}, only free: {free_only}")
+    for name, metrics in (("free", free), ("guided", guided)):
+        interval = f"[{row[f'{name}_low']:.3f}, {row[f'{name}_high']:.3f}]"
+        print(f"  {name:<6}  success {row[f'{name}_success']:.3f} {interval}  invalid actions "
+              f"{metrics['invalid_action_rate']:.3f}")
+    print(f"  guided - free = {row['guided_minus_free']:+.3f}; guided episodes shown an entry: "
+          f"{row['guided_with_entry']}/{n}")
+    print(f"  seeds won only guided: {row['won_only_guided']}, only free: {row['won_only_free']}")
     if told_episodes is not None:
         told_wins = sum(t.success for t in told_episodes)
         print(f"  told    success {rate(told_wins, n)}  (the rule's move for the first view, as the lesson)")

@@ -62,7 +62,10 @@ def test_notebook_01_runs_comp_rl_and_baseline_side_by_side(tmp_path, seeded_ban
     out = tmp_path / "nb01"
     overrides = json.dumps({"bank.init_from": str(seeded_bank)})
     assert (
-        main(["run", "01_single_task", "--profile", "smoke", "--output-dir", str(out), "-p", "overrides", overrides])
+        main([
+            "run", "01_single_task", "--profile", "smoke", "--output-dir", str(out), "-p", "overrides", overrides,
+            "-p", "reference_bank_episodes", "2",
+        ])
         == 0
     )
     printed = capfd.readouterr()
@@ -71,6 +74,8 @@ def test_notebook_01_runs_comp_rl_and_baseline_side_by_side(tmp_path, seeded_ban
     # the command ends on the summary table (before/after, with experience, random policy) and the figures' paths
     assert summary[0] == "comprl: summary.csv" and "success_after" in summary[1] and "random_policy" in summary[1]
     assert sum(line.split()[0] in ("baseline", "comp_rl") for line in summary[2:]) == 2
+    guidance = pd.read_csv(out / "reference_bank.csv")  # the untrained actor, free and guided by expert lessons
+    assert list(guidance["episodes"]) == [2] and list(guidance["guided_with_entry"]) == [2]
     assert f"  {out / 'learning_curve.png'}" in summary
     assert sum("step 1/2" in line for line in lines) == 2 and sum("eval after step" in line for line in lines) == 4
     bars = printed.err.replace("\r", "\n").splitlines()
@@ -106,7 +111,10 @@ def test_notebook_01_runs_comp_rl_and_baseline_side_by_side(tmp_path, seeded_ban
     # run again on the same folder: the finished runs are skipped, their rows (wall times included) unchanged
     metrics = pd.read_csv(out / "metrics.csv")
     assert (
-        main(["run", "01_single_task", "--profile", "smoke", "--output-dir", str(out), "-p", "overrides", overrides])
+        main([
+            "run", "01_single_task", "--profile", "smoke", "--output-dir", str(out), "-p", "overrides", overrides,
+            "-p", "reference_bank_episodes", "2",
+        ])
         == 0
     )
     pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), metrics)

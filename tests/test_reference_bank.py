@@ -13,6 +13,7 @@ from comprl.envs.base import EVAL_SEED_OFFSET
 from comprl.evaluation import evaluation_rows, lookups
 from comprl.experience import connect
 from comprl.experience.bank import Embedder, ExperienceBank
+from comprl.kit.guidance import guidance_row, guided_and_free
 from comprl.kit.reference_bank import (
     ALFWORLD,
     MAX_LESSON_TOKENS,
@@ -125,3 +126,16 @@ def test_a_smoke_evaluation_over_a_copy_of_the_bank_guides_every_episode(bank_fi
         assert metrics["guided_eval_gated"] == 0.0 and metrics["episodes"] == 4
     finally:
         experience.close()
+
+
+def test_guided_and_free_play_the_same_seeds_and_the_row_adds_up(bank_file):
+    config = make_config("smoke", env_id=ROOM_LIT, method="static", eval_episodes=4, **{"experience.warmup": 0})
+    passes = guided_and_free(config, bank_file, progress=False)
+    assert [t.seed for t in passes.free] == [t.seed for t in passes.guided]  # the same held-out seeds, in order
+    assert len(passes.shown) == 4 and all(entry is not None for _, entry in passes.shown)
+    row = guidance_row(passes)
+    assert row["episodes"] == 4 and row["guided_with_entry"] == 4
+    assert row["guided_minus_free"] == pytest.approx((row["won_only_guided"] - row["won_only_free"]) / 4)
+    assert row["free_low"] <= row["free_success"] <= row["free_high"]
+    with pytest.raises(ValueError, match="retrieves nothing"):
+        guided_and_free(make_config("smoke", env_id=ROOM_LIT, method="baseline"), bank_file)

@@ -102,6 +102,7 @@ def test_the_cpu_reproduction_plans_the_k8_design_and_copies_the_reference_runs_
     assert not any("overrides" in params for params in executed.values())  # every run on the profile's own path
     assert executed["01_single_task"]["seeds"] == [0, 1, 2, 3, 4]
     assert executed["01_single_task"]["method_seeds"] == {"static": [0, 1, 2], "exp_only": [0, 1, 2]}
+    assert executed["01_single_task"]["reference_bank_episodes"] == 64
     assert [name for name, config in executed["04_ablations"]["variants"].items() if not config] == ["comp_rl"]
     assert {key: executed["02_multitask"][key] for key in ("mixtures", "methods", "batch_per_task", "seeds")} == {
         "mixtures": ["laptop-2"], "methods": ["baseline", "comp_rl"], "batch_per_task": 1, "seeds": [0, 1, 2]

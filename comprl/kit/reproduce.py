@@ -72,11 +72,21 @@ def _ablation_choices(profile: str) -> dict[str, Any]:
     return {"variants": ABLATIONS[profile]} if profile in ABLATIONS else {}
 
 
+REFERENCE_BANK_EPISODES = {"cpu": 64, "gpu": 64}
+"""Held-out episodes of notebook 01's reference-bank check (the untrained actor free and guided by lessons from the
+task's expert: can it use good experience?) where a profile plays it: 64, as its evaluations."""
+
+
 def _single_task_choices(profile: str) -> dict[str, Any]:
-    """Notebook 01's parameters that a profile sets: its seeds, the methods compared, their own seeds."""
+    """Notebook 01's parameters that a profile sets: its seeds, the methods compared, their own seeds, the
+    reference-bank check."""
     diagnostic = ["static", "exp_only"]
     own = {"method_seeds": {m: DIAGNOSTIC_SEEDS[profile] for m in diagnostic}} if profile in DIAGNOSTIC_SEEDS else {}
-    return {"seeds": SINGLE_TASK_SEEDS.get(profile, _seeds(profile)), "compare_with": ["baseline", *diagnostic], **own}
+    check = {"reference_bank_episodes": REFERENCE_BANK_EPISODES[profile]} if profile in REFERENCE_BANK_EPISODES else {}
+    return {
+        "seeds": SINGLE_TASK_SEEDS.get(profile, _seeds(profile)), "compare_with": ["baseline", *diagnostic], **own,
+        **check,
+    }
 
 
 MIXTURES_RUN = {"smoke": ["3-task"], "cpu": ["laptop-2"]}
