@@ -104,8 +104,8 @@ def test_two_runs_at_once_log_the_rows_of_the_same_runs_one_after_another(tmp_pa
     )
     assert "comp_rl_seed0: done (1 of 2 runs)" in started.lines or "comp_rl_seed0: done (2 of 2 runs)" in started.lines
     # the plan's ETA after each training step (the workers show no progress bar)
-    etas = [re.fullmatch(r"(\d) training steps left in the plan; about \d+\.\d min at this call's pace", line)
-            for line in started.lines]
+    eta = r"(\d) training steps left in the plan; about \d+\.\d min at this call's pace, then the last evaluations"
+    etas = [re.fullmatch(eta, line) for line in started.lines]
     assert [int(eta[1]) for eta in etas if eta] == [1]  # after the first step; none once no step is left
 
     # the same call again finds both runs finished, and starts no process for them

@@ -112,8 +112,9 @@ def run_experiments(
 
 class _Pace:
     """The plan's ETA: the training steps left (finished runs' none) at the pace of the steps trained so far in this
-    call, evaluations included; logged as each run of a one-at-a-time plan ends (each run has its progress bar),
-    and after every training step of runs in worker processes (which have none)."""
+    call, the step-0 evaluations included in that pace, the runs' last evaluations not in the estimate (the line
+    says so: in a short run, such as the demo's, they are minutes); logged as each run of a one-at-a-time plan ends
+    (each run has its progress bar), and after every training step of runs in worker processes (which have none)."""
 
     def __init__(self, plan: Mapping[str, ExperimentConfig], output_dir: str | Path) -> None:
         from comprl.runs import Run
@@ -147,7 +148,8 @@ class _Pace:
         self.stepped(name)
         if steps := sum(self.left.values()):
             log.info(
-                "%d training steps left in the plan; about %.1f min at this call's pace", steps, self.minutes_left()
+                "%d training steps left in the plan; about %.1f min at this call's pace, then the last evaluations",
+                steps, self.minutes_left(),
             )
 
     def run_done(self, name: str) -> None:
@@ -155,7 +157,8 @@ class _Pace:
         remaining, done = sum(self.left.values()), sum(not steps for steps in self.left.values())
         if self.trained and remaining:
             log.info(
-                "%d of %d runs done; about %.0f min left at this call's pace", done, len(self.left), self.minutes_left()
+                "%d of %d runs done; about %.0f min left at this call's pace, then the last evaluations", done,
+                len(self.left), self.minutes_left(),
             )
 
 
