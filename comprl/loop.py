@@ -61,6 +61,13 @@ def make_envs(config: ExperimentConfig) -> dict[str, list[gymnasium.Env]]:
     return {env_id: mixture.make_envs(env_id, n * config.group_size) for env_id, n in mixture.batch.items()}
 
 
+def close_envs(envs: Mapping[str, Sequence[gymnasium.Env]]) -> None:
+    """Close every env of :func:`make_envs`'s mapping (an env may hold a sandbox, a process or a temporary folder)."""
+    for task_envs in envs.values():
+        for env in task_envs:
+            env.close()
+
+
 class StepLayout:
     """Where every rollout of a training step sits, built once per run: task by task as
     :meth:`~comprl.envs.mixture.TaskMixture.instances` lists the instances, each instance ``group_size`` times,
@@ -326,6 +333,7 @@ def run_experiment(
                 learners.workers.close()
             report = experience.close()  # the same report when it closed above
             tracker.close()
+            close_envs(envs_by_task)
         if config.uses_experience:
             say.info("experience manager closed: %s", {k: v for k, v in report.items() if k != "stats"})
     return run
@@ -375,9 +383,7 @@ def evaluate_trained(run: Run | str | Path, episodes: int | None = None, progres
     try:
         return evaluate(engine, envs, config, progress=progress)
     finally:
-        for task_envs in envs.values():
-            for env in task_envs:
-                env.close()
+        close_envs(envs)
 
 
 def _base_model(config: ExperimentConfig, device: torch.device) -> tuple[PreTrainedModel, Any]:

@@ -46,7 +46,7 @@ def guided_and_free(
     from comprl.evaluation import play
     from comprl.experience import connect
     from comprl.llm import load_model, make_engine, resolve_dtype, sharing_weights
-    from comprl.loop import make_envs, resolve_device
+    from comprl.loop import close_envs, make_envs, resolve_device
 
     if not config.uses_experience:
         raise ValueError(f"method={config.method!r} retrieves nothing; accepted: a method that uses experience")
@@ -76,9 +76,7 @@ def guided_and_free(
             extra = play(engine, envs, config, search=extra_search(search), progress=progress) if extra_search else None
         finally:
             experience.close()
-            for task_envs in envs.values():
-                for env in task_envs:
-                    env.close()
+            close_envs(envs)
     return Passes(free, guided, shown, extra)
 
 
