@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pandas as pd
 import pytest
 
 from comprl.experience.bank import BankLockedError, BankWriteError, Embedder, ExperienceBank, NewEntry, Write
+from comprl.experience.bank.embedder import MeanPooled, bundled_model_path
 from comprl.experience.bank.store import HNSW_OPTIONS
 
 DIM = 384
@@ -49,6 +51,35 @@ def test_embedder_gives_unit_vectors(embedder):
     assert embedder.encode([]).shape == (0, DIM)
     with pytest.raises(TypeError, match="single str"):
         embedder.encode("one text")
+
+
+def test_the_bundled_model_runs_without_sentence_transformers_and_agrees_with_it(tmp_path, embedder):
+    # lengths from one word to past the 256-token cap, in an order that is not by length, and an empty text
+    words = "key door box push left north shelf apple buy red size price under find the a".split()
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(words, size=n)) for n in rng.integers(1, 400, size=70)] + ["", "Push the box."]
+    ours = embedder.encode(texts)
+    from sentence_transformers import SentenceTransformer
+
+    theirs = SentenceTransformer(str(bundled_model_path()), device="cpu").encode(texts, normalize_embeddings=True)
+    assert np.abs(ours - theirs).max() < 1e-6  # float32 rounding (3e-8 measured), row for row
+    code = (
+        "import sys; from comprl.experience.bank import Embedder; e = Embedder(); e.encode(['a key']); "
+        "print(e.dim, 'sentence_transformers' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == [str(DIM), "False"]
+    # another layout (here CLS pooling) is sentence-transformers' to run
+    folder = tmp_path / "cls"
+    shutil.copytree(bundled_model_path(), folder)
+    pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
+    pooling.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    assert MeanPooled.fits(bundled_model_path()) and not MeanPooled.fits(folder)
+    cls = Embedder(str(folder)).encode(texts[:4])
+    np.testing.assert_allclose(cls, SentenceTransformer(str(folder)).encode(texts[:4], normalize_embeddings=True),
+                               atol=1e-6)
+    assert np.abs(cls - ours[:4]).max() > 1e-3  # a different pooling, a different vector
 
 
 def test_round_trip_through_the_file(tmp_path, embedder):
