@@ -17,12 +17,8 @@ the CPU multiplies bfloat16 natively, adapters made non-zero as after training. 
   ``HFEngine.shared_prefix_prompts`` distinct prompts, so a step of a few groups plays as without it). The first
   four arms run without it (``shared_prefix=False``).
 
-- ``..., torch.multinomial``: the default arm drawing each sampled token with ``torch.multinomial`` instead of
-  :func:`comprl.llm.decode.draw` (the same distribution; the sampler before the speed issue).
-
-The two arms with ``16 seeds`` play 16 distinct seeds instead of 4 groups of 4 (evaluation's case, where no two
-prompts are identical), with and without the shared prefix; their speed-up is relative to the first of them, and
-the ``torch.multinomial`` arm's to the default arm (below 1: slower than the default).
+The last two arms play 16 distinct seeds instead of 4 groups of 4 (evaluation's case, where no two prompts are
+identical), with and without the shared prefix; their speed-up is relative to the first of them.
 
 A rollout's *processed* tokens are those its forward passes computed (the engine's ``computed_tokens``: uncached
 prompt suffixes and generated tokens fed back). ``raw`` is the base model's plain batched forward pass (no
@@ -37,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from unittest import mock
 
 import torch
 
@@ -55,7 +50,6 @@ def main() -> None:
     from comprl.actor.trainer import ActorTrainer
     from comprl.config import make_config
     from comprl.llm import HFEngine, load_model, resolve_dtype
-    from comprl.llm.decode import draw
     from comprl.llm.scoring import token_logprobs
     from comprl.policy_gradient import pad_batch
 
@@ -84,8 +78,6 @@ def main() -> None:
     distinct = list(range(len(envs)))
     for name in ("merged_jump_forward", "merged_jf_shared_prefix"):
         cases[f"{name}, 16 seeds"] = (name, distinct, None)
-    multinomial = "merged_jf_shared_prefix, torch.multinomial"
-    cases[multinomial] = ("merged_jf_shared_prefix", groups, groups)
 
     def raw_rate() -> float:
         ids = torch.randint(0, tokenizer.vocab_size, (len(envs), args.raw_tokens))
@@ -106,10 +98,8 @@ def main() -> None:
             engine.clear_cache()  # each round starts cold, as a training step does after sync_weights
             before = dict(engine.stats)
             torch.manual_seed(1)
-            sampler = (lambda probs: torch.multinomial(probs, 1).squeeze(1)) if name == multinomial else draw
             started = time.perf_counter()
-            with mock.patch("comprl.llm.decode.draw", sampler):
-                played = run_episodes(engine, envs, seeds, config.rollout, groups=grouped)
+            played = run_episodes(engine, envs, seeds, config.rollout, groups=grouped)
             took = time.perf_counter() - started
             computed = engine.stats["computed_tokens"] - before["computed_tokens"]
             passes = engine.stats["forward_passes"] - before["forward_passes"]
@@ -137,10 +127,7 @@ def main() -> None:
         f"raw forward {raw:.0f} tokens/s"
     )
     for name, (took, computed, passes, played) in best.items():
-        base = best[
-            "merged_jump_forward, 16 seeds" if name.endswith("seeds")
-            else "merged_jf_shared_prefix" if name == multinomial else "float32_adapters"
-        ][0]
+        base = best["merged_jump_forward, 16 seeds" if name.endswith("seeds") else "float32_adapters"][0]
         mean, worst = gap(played)
         rate = computed / took
         print(
