@@ -13,7 +13,7 @@ from comprl.actor.rollout import RolloutConfig, run_episodes
 from comprl.actor.trainer import ActorConfig, ActorTrainer
 from comprl.envs import make
 from comprl.llm import HFEngine, SamplingParams, load_model
-from comprl.llm.decode import DRAW_BLOCK, draw, top_p_filter
+from comprl.llm.decode import top_p_filter
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"
 CONSTRAINED = RolloutConfig(max_new_tokens=16, temperature=1.0, constrained_actions=True)
@@ -23,28 +23,6 @@ def _rollout(engine, config=CONSTRAINED, n=6, seed=0):
     envs = [make(ROOM, max_turns=3) for _ in range(n)]
     torch.manual_seed(seed)
     return run_episodes(engine, envs, [5, 5, 5, 9, 9, 9], config, groups=[0, 0, 0, 1, 1, 1])
-
-
-def test_draw_samples_each_rows_distribution_and_never_a_token_of_probability_zero():
-    size = 3 * DRAW_BLOCK + 5  # a last block padded with zeros
-    probs = torch.zeros(4, size)
-    probs[0, [0, DRAW_BLOCK - 1, DRAW_BLOCK, size - 1]] = torch.tensor([0.1, 0.2, 0.3, 0.4])  # at block edges
-    probs[1, 7] = 2.5  # one allowed token; a row need not sum to 1
-    probs[2] = torch.softmax(torch.randn(size, generator=torch.Generator().manual_seed(0)) * 3, dim=-1)
-    probs[3, DRAW_BLOCK : 2 * DRAW_BLOCK] = 1e-30  # a block of tiny masses, the rest zero
-    torch.manual_seed(0)
-    n = 20_000
-    drawn = torch.stack([draw(probs) for _ in range(n)])  # [n, 4]
-    assert (probs.gather(1, drawn.T) > 0).all()  # never a token of probability 0
-    assert (drawn[:, 1] == 7).all()
-    for row in (0, 2):  # Pearson's chi-square over the 10 likeliest tokens and the rest: below its 0.999 quantile
-        expected = probs[row] / probs[row].sum()
-        top = expected.topk(10).indices
-        counts = torch.bincount(drawn[:, row], minlength=size).double()
-        observed = torch.cat([counts[top], (n - counts[top].sum()).reshape(1)])
-        mass = torch.cat([expected[top], (1 - expected[top].sum()).reshape(1)]).double().clamp(min=1e-12) * n
-        keep = mass > 5  # row 0 has 4 tokens: its other bins are empty in both
-        assert float(((observed - mass)[keep] ** 2 / mass[keep]).sum()) < 29.6  # chi-square(10), p = 0.001
 
 
 def test_forced_tokens_skip_their_forward_passes_and_greedy_replies_stay_the_same(sharp):

@@ -12,9 +12,7 @@ same episodes, the same updates, the same bank).
   other column unchanged), and put back to the counts before it when a new shared prefix began to wait for 8
   distinct prompts (a smoke run's calls hold fewer). The extractor's diagnostics and ``guided_minus_free`` (issue
   46) were added as new columns, and ``guided_with_entry`` in the evaluation rows (empty there before), every
-  recorded value kept. They were recorded again when the decoding loop's sampler changed from
-  ``torch.multinomial`` to :func:`comprl.llm.decode.draw` (the same distributions, another use of the random
-  stream; with ``torch.multinomial`` put back, the runs of that commit logged the rows recorded before it).
+  recorded value kept.
 """
 
 from __future__ import annotations
