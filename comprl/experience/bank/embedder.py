@@ -7,7 +7,8 @@ sentence-transformers as a model id or a local folder (the paper used Qwen3-Embe
 A local sentence-transformers folder made of a transformer, mean pooling and normalisation, as the default model
 is, runs on transformers alone (:class:`MeanPooled`): importing sentence-transformers costs ~3.5 s in every process
 that opens a bank (a notebook kernel, a pinned run, the Ray manager), more than the bank's own start. Its vectors
-agree with sentence-transformers' to float32 rounding (tests/test_bank.py); every other model loads through it.
+agree with sentence-transformers' to float32 rounding (tests/test_bank.py); every other model or folder
+layout loads through sentence-transformers.
 """
 
 from __future__ import annotations
