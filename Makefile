@@ -26,5 +26,9 @@ lab: setup
 smoke: setup
 	.venv/bin/comprl run 01_single_task --profile smoke --output-dir results/demo-smoke/01_single_task
 
+# Two pytest-xdist workers, each running torch on one thread (tests/conftest.py): on 2 cores the suite took about
+# half its time in one process (NOTES.md). More cores: make test TEST_WORKERS=4.
+TEST_WORKERS = 2
+
 test: setup
-	.venv/bin/python -m pytest -q
+	.venv/bin/python -m pytest -q -n $(TEST_WORKERS)

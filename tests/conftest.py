@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+
 import comprl  # noqa: F401  before torch: sets how OpenMP threads wait (comprl/threads.py)
 import gymnasium as gym
 import pytest
@@ -23,6 +27,42 @@ def _sandbox_problem() -> str:
     except SandboxUnavailable as error:
         return str(error)
     return ""
+
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # one torch thread per pytest-xdist worker (`make test` runs 2 workers): two workers of two threads each would
+    # oversubscribe 2 cores
+    torch.set_num_threads(1)
+
+RAY_MODULES = frozenset({"test_extractor_diagnostics", "test_manager_ray", "test_notebooks", "test_rollout_workers"})
+"""Test modules that start Ray (notebook 05 in a kernel). Under pytest-xdist they run on one worker, one after
+another: ``tests/test_rollout_workers.py`` starts a node with ``ray start --head``, which a plain ``ray.init()``
+elsewhere on the machine would join, and ends with ``ray stop --force``, which stops every Ray node on it."""
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``pytest -n N`` (``--dist load``, as ``make test`` runs): each module's tests on one worker (its module-scoped
+    fixtures built once), and the modules of :data:`RAY_MODULES` together on one. Any other ``--dist`` is left as it
+    is. (xdist's own ``--dist loadgroup`` marks no longer reach its scheduler under pytest 9.2.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesWithRayTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "ray" if Path(module).stem in RAY_MODULES else module
+
+    return ModulesWithRayTogether(config, log)
+
+
+@pytest.fixture(autouse=True)
+def _ray_tests_are_listed(request):
+    """Fails a test that leaves Ray started in its process from a module :data:`RAY_MODULES` does not list."""
+    yield
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized() and request.node.path.stem not in RAY_MODULES:
+        pytest.fail(f"{request.node.path.name} starts Ray: add it to RAY_MODULES in tests/conftest.py")
 
 
 needs_sandbox = pytest.mark.skipif(bool(_sandbox_problem()), reason=_sandbox_problem() or "sandbox available")
