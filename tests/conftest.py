@@ -34,8 +34,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # oversubscribe 2 cores
     torch.set_num_threads(1)
 
-RAY_MODULES = frozenset({"test_extractor_diagnostics", "test_manager_ray", "test_notebooks", "test_rollout_workers"})
-"""Test modules that start Ray (notebook 05 in a kernel). Under pytest-xdist they run on one worker, one after
+RAY_MODULES = frozenset({"test_extractor_diagnostics", "test_manager_ray", "test_notebook_05", "test_rollout_workers"})
+"""Test modules that start Ray (notebook 05 in its kernel). Under pytest-xdist they run on one worker, one after
 another: ``tests/test_rollout_workers.py`` starts a node with ``ray start --head``, which a plain ``ray.init()``
 elsewhere on the machine would join, and ends with ``ray stop --force``, which stops every Ray node on it."""
 
