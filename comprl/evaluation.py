@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -86,7 +87,12 @@ def evaluation_rows(
     search: Search | None, shared: Path | None = None, progress: bool = False,
 ) -> dict[str, float]:
     """One evaluation row: experience-free metrics and, with ``search``, the ``guided_*`` ones, without duplicate
-    work (see the module). ``shared``: the folder of shared step-0 rows (None: neither read nor written)."""
+    work (see the module). ``shared``: the folder of shared step-0 rows (None: neither read nor written).
+
+    Also ``eval_seconds``, the row's wall time (lookups included), and ``eval_pass_seconds``, that time per pass
+    played (NaN when none was: rows read, a bank that answers nothing), which the plan's ETA scales to the
+    evaluations still to come (:mod:`comprl.kit.parallel`)."""
+    started = time.perf_counter()
     stored = shared / f"{shared_key(config)}.json" if shared is not None else None
     metrics = json.loads(stored.read_text()) if stored is not None and stored.exists() else None
     found = None if search is None else lookups(envs, config, search)
@@ -111,6 +117,8 @@ def evaluation_rows(
             metrics.update({f"guided_{k}": v for k, v in guided.items() if not k.endswith("episodes")})
             metrics["guided_eval_gated"] = float(len(gated))
             metrics.update(entries_shown(found))
+    metrics["eval_seconds"] = time.perf_counter() - started
+    metrics["eval_pass_seconds"] = metrics["eval_seconds"] / passes if passes else float("nan")
     return metrics
 
 

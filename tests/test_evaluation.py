@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pytest
@@ -53,6 +54,7 @@ def test_a_bank_that_answers_nothing_gives_the_free_episodes_without_playing_the
     rows = evaluation_rows(engine, envs, config, _nothing)
     assert engine.stats["generated_tokens"] - played == pytest.approx(rows["mean_action_tokens"] * rows["episodes"])
     assert rows["guided_eval_gated"] == 1.0
+    assert rows["eval_pass_seconds"] == rows["eval_seconds"] > 0  # one pass played
     assert {k: rows[f"guided_{k}"] for k in free if not k.endswith("episodes")} == {
         k: v for k, v in free.items() if not k.endswith("episodes")
     }
@@ -66,6 +68,7 @@ def test_an_answering_bank_gets_a_guided_pass_of_its_own(setup):
     rows = evaluation_rows(engine, envs, config, lambda queries, tasks, seeds: [lesson] * len(queries))
     assert rows["guided_eval_gated"] == 0.0
     assert rows["guided_mean_sequence_tokens"] > rows["mean_sequence_tokens"]  # the lesson is in every prompt
+    assert rows["eval_pass_seconds"] == pytest.approx(rows["eval_seconds"] / 2)  # two passes played
 
 
 def test_the_step_0_rows_are_shared_by_the_runs_of_one_folder_and_keyed_by_their_config(tmp_path):
@@ -82,5 +85,6 @@ def test_the_step_0_rows_are_shared_by_the_runs_of_one_folder_and_keyed_by_their
     free = rows[0][keep].dropna()
     assert rows[1][free.index].to_dict() == free.to_dict()  # the same numbers, read, not played
     assert rows[1]["guided_eval_gated"] == 1.0  # an empty bank answers nothing: no guided pass either
+    assert math.isnan(rows[1]["eval_pass_seconds"]) and rows[0]["eval_pass_seconds"] > 0  # no pass played to time
     assert rows[1]["guided_success_rate"] == rows[1]["success_rate"]
     assert len(list((tmp_path / SHARED_FOLDER).glob("*.json"))) == 2

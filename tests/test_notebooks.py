@@ -17,7 +17,9 @@ from comprl.kit.notebook_runner import kernel_manager_class
 LOG_LINE = re.compile(
     r"^(\w+_seed\d+: (\S+ on \S+ in \w+|step \d+/\d+: success .*|eval after step \d+: .*|experience manager closed: .*"
     r"|finished already .*)"
-    r"|comprl: results in .*|\d+ of \d+ runs done; about \d+ min left at this call's pace, then the last evaluations)$"
+    r"|comprl: results in .*"
+    r"|\d+ of \d+ runs done; about \d+ min left at this call's pace(, the last evaluations included|, then the last "
+    r"evaluations)?)$"
 )
 """The lines a headless notebook run may print on stdout: which model a run loads (device, dtype), one per step
 and evaluation, the manager's report, the plan's ETA between runs."""

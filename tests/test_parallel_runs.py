@@ -104,7 +104,7 @@ def test_two_runs_at_once_log_the_rows_of_the_same_runs_one_after_another(tmp_pa
     )
     assert "comp_rl_seed0: done (1 of 2 runs)" in started.lines or "comp_rl_seed0: done (2 of 2 runs)" in started.lines
     # the plan's ETA after each training step (the workers show no progress bar)
-    eta = r"(\d) training steps left in the plan; about \d+\.\d min at this call's pace, then the last evaluations"
+    eta = r"(\d) training steps left in the plan; about \d+\.\d min at this call's pace"  # no evaluation to come
     etas = [re.fullmatch(eta, line) for line in started.lines]
     assert [int(eta[1]) for eta in etas if eta] == [1]  # after the first step; none once no step is left
 
@@ -114,6 +114,35 @@ def test_two_runs_at_once_log_the_rows_of_the_same_runs_one_after_another(tmp_pa
     again = run_experiments(plan(), tmp_path / "parallel", jobs=2)
     assert [run.path for run in again.values()] == [run.path for run in at_once.values()]
     assert sum("finished already" in line for line in started.lines) == 2 and started.pids == {}
+
+
+def test_the_eta_counts_the_steps_left_and_the_last_evaluations_at_this_calls_pace(tmp_path, caplog):
+    runs = {
+        "comp_rl_seed0": make_config("smoke", method="comp_rl", steps=4, eval_episodes=8),
+        "baseline_seed0": make_config("smoke", method="baseline", steps=4, eval_episodes=8),
+    }
+    assert [parallel._episodes_per_pass(config) for config in runs.values()] == [8, 8]  # one task each
+    pace = parallel._Pace(runs, tmp_path, jobs=2)
+    pace.row("baseline_seed0", 0, "eval", {"eval_pass_seconds": 8.0})  # 1 s per episode
+    pace.row("comp_rl_seed0", 0, "eval", {"eval_pass_seconds": float("nan")})  # rows read: no pass timed
+    with caplog.at_level(logging.INFO, logger="comprl.kit.parallel"):
+        pace.logged("baseline_seed0", 1, "train", {"step_seconds": 10.0})
+        pace.logged("comp_rl_seed0", 1, "train", {"step_seconds": 20.0})
+    # 3 steps each at 15 s, then a free pass of 8 s (baseline) or a free and a guided one (comp_rl): 53 s and
+    # 61 s, on 2 cores at once: the longer run's 61 s
+    assert pace.minutes_left() == pytest.approx(61 / 60)
+    assert caplog.messages[-1] == (
+        "6 training steps left in the plan; about 1.0 min at this call's pace, the last evaluations included"
+    )
+    assert parallel._Pace(runs, tmp_path, jobs=1).minutes_left() == 0.0  # nothing timed yet
+    one_core = parallel._Pace(runs, tmp_path, jobs=1)
+    for name, seconds in (("baseline_seed0", 10.0), ("comp_rl_seed0", 20.0)):
+        one_core.row(name, 0, "eval", {"eval_pass_seconds": 8.0})
+        one_core.row(name, 1, "train", {"step_seconds": seconds})
+    assert one_core.minutes_left() == pytest.approx((53 + 61) / 60)  # one after another
+    one_core.row("comp_rl_seed0", 4, "eval", {"eval_pass_seconds": 8.0})  # its last evaluation, done
+    one_core.run_done("baseline_seed0")
+    assert one_core.minutes_left() == pytest.approx(45 / 60) and one_core._said() == ""
 
 
 def test_more_jobs_than_usable_cores_is_refused_naming_the_cores(tmp_path):

@@ -14,10 +14,10 @@ a worker process pins itself to its core before torch loads, so that every threa
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import os
 import pickle
-import time
 import traceback
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -65,9 +65,9 @@ def run_experiments(
     process as they come, under the loggers that wrote them, so they show where :func:`comprl.show_logs` sends this
     process's own (a notebook's cell; stdout under ``comprl run``), with a line here as each run starts and ends.
     Workers show no progress bar, and ``callback`` is not called (a live plot needs ``jobs=1``); after each of their
-    training steps this process logs the plan's ETA instead (:class:`_Pace`). ``jobs`` may not
-    exceed the usable cores. A run that starts processes of its own (Ray rollout workers) starts them on its core,
-    unless its config pins them elsewhere (``manager_cores``).
+    training steps this process logs the plan's ETA instead (:class:`_Pace`: last evaluations included). ``jobs``
+    may not exceed the usable cores. A run that starts processes of its own (Ray rollout workers) starts them on its
+    core, unless its config pins them elsewhere (``manager_cores``).
 
     ``resume`` (default on, as the notebooks run): a finished run folder of the same name is returned as it is and
     a killed one continues from its checkpoint, so calling again with the same plan runs only what is missing.
@@ -90,7 +90,7 @@ def run_experiments(
         if not target.exists() and (source := link_finished(config, reuse, target)) is not None:
             log.info("%s: the same config finished in %s; linked, not trained again", name, source.path)
 
-    pace = _Pace(plan, output_dir)
+    pace = _Pace(plan, output_dir, jobs)
     if jobs == 1:
         runs = {}
         for name, config in plan.items():
@@ -111,55 +111,90 @@ def run_experiments(
 
 
 class _Pace:
-    """The plan's ETA: the training steps left (finished runs' none) at the pace of the steps trained so far in this
-    call, the step-0 evaluations included in that pace, the runs' last evaluations not in the estimate (the line
-    says so: in a short run, such as the demo's, they are minutes); logged as each run of a one-at-a-time plan ends
-    (each run has its progress bar), and after every training step of runs in worker processes (which have none)."""
+    """The plan's ETA, logged after every training step of runs in worker processes (which show no progress bar)
+    and as each run of a one-at-a-time plan ends (each run has its progress bar).
 
-    def __init__(self, plan: Mapping[str, ExperimentConfig], output_dir: str | Path) -> None:
+    A run's time left is its training steps left at the mean ``step_seconds`` of the steps trained so far in this
+    call, plus its last evaluation: one pass without experience, and one with it for methods with a bank (as
+    :func:`comprl.kit.planner.eval_passes` counts them), each at the mean ``eval_pass_seconds`` per episode of the
+    evaluations played so far in this call. Until one was played (a resumed plan, step-0 rows read from an earlier
+    run) the last evaluations are left out, and the line says so. Runs at once share the wall time: the plan's is the
+    runs' total over the ``jobs`` running, or the longest run's when that is longer."""
+
+    def __init__(self, plan: Mapping[str, ExperimentConfig], output_dir: str | Path, jobs: int) -> None:
         from comprl.runs import Run
 
+        self.plan = dict(plan)
+        self.jobs = jobs
         self.left = {
             name: 0 if Run(Path(output_dir) / name).finished else config.steps for name, config in plan.items()
         }
-        self.started = time.perf_counter()
-        self.trained = 0
+        self.last_eval = {name: bool(steps and plan[name].eval_episodes) for name, steps in self.left.items()}
+        self.step_seconds: list[float] = []
+        self.episode_seconds: list[float] = []
 
     def wrap(self, name: str, callback: MetricsCallback | None) -> MetricsCallback:
         def counting(step: int, metrics: dict[str, float], phase: str) -> None:
-            if phase == "train":
-                self.stepped(name)
+            self.row(name, step, phase, metrics)
             if callback is not None:
                 callback(step, metrics, phase)
 
         return counting
 
-    def stepped(self, name: str) -> None:
-        """Run ``name`` finished a training step."""
-        self.trained += 1
-        self.left[name] = max(self.left[name] - 1, 0)
+    def row(self, name: str, step: int, phase: str, metrics: Mapping[str, float]) -> None:
+        """Run ``name`` logged a row: a training step, or an evaluation (its time per episode is kept)."""
+        config = self.plan[name]
+        if phase == "train":
+            self.left[name] = max(self.left[name] - 1, 0)
+            if "step_seconds" in metrics:
+                self.step_seconds.append(metrics["step_seconds"])
+        elif phase == "eval":
+            if step == config.steps:
+                self.last_eval[name] = False
+            if metrics.get("eval_pass_seconds", math.nan) >= 0:  # NaN: no pass was played
+                self.episode_seconds.append(metrics["eval_pass_seconds"] / _episodes_per_pass(config))
 
     def minutes_left(self) -> float:
-        """Minutes the steps left take at this call's pace so far (call after a step)."""
-        return sum(self.left.values()) * (time.perf_counter() - self.started) / self.trained / 60
+        """Minutes of wall time the plan's steps (and last evaluations, once one was timed) still take."""
+        step = sum(self.step_seconds) / len(self.step_seconds) if self.step_seconds else 0.0
+        episode = sum(self.episode_seconds) / len(self.episode_seconds) if self.episode_seconds else 0.0
+        runs = [
+            self.left[name] * step
+            + self.last_eval[name] * (1 + config.uses_experience) * _episodes_per_pass(config) * episode
+            for name, config in self.plan.items()
+        ]
+        busy = [seconds for seconds in runs if seconds > 0]
+        return max(sum(busy) / max(min(self.jobs, len(busy)), 1), max(busy, default=0.0)) / 60
 
-    def step_logged(self, name: str) -> None:
-        """A worker's run ``name`` finished a training step: log the plan's ETA (while steps are left)."""
-        self.stepped(name)
-        if steps := sum(self.left.values()):
+    def _said(self) -> str:
+        """What the ETA leaves out or includes of the evaluations still to come."""
+        if not any(self.last_eval.values()):
+            return ""
+        return ", the last evaluations included" if self.episode_seconds else ", then the last evaluations"
+
+    def logged(self, name: str, step: int, phase: str, metrics: Mapping[str, float]) -> None:
+        """A worker's run ``name`` logged a row: after a training step, log the plan's ETA (while steps are left)."""
+        self.row(name, step, phase, metrics)
+        if phase == "train" and (steps := sum(self.left.values())):
             log.info(
-                "%d training steps left in the plan; about %.1f min at this call's pace, then the last evaluations",
-                steps, self.minutes_left(),
+                "%d training steps left in the plan; about %.1f min at this call's pace%s", steps,
+                self.minutes_left(), self._said(),
             )
 
     def run_done(self, name: str) -> None:
         self.left[name] = 0
+        self.last_eval[name] = False
         remaining, done = sum(self.left.values()), sum(not steps for steps in self.left.values())
-        if self.trained and remaining:
+        if self.step_seconds and remaining:
             log.info(
-                "%d of %d runs done; about %.0f min left at this call's pace, then the last evaluations", done,
-                len(self.left), self.minutes_left(),
+                "%d of %d runs done; about %.0f min left at this call's pace%s", done, len(self.left),
+                self.minutes_left(), self._said(),
             )
+
+
+def _episodes_per_pass(config: ExperimentConfig) -> int:
+    """Episodes one evaluation pass of ``config`` plays: ``eval_episodes`` of every task of its mixture."""
+    return config.eval_episodes * len(config.mixture().batch)
 
 
 def check_jobs(jobs: int) -> list[int]:
@@ -209,8 +244,8 @@ def _run_pinned(
                     _, logger, level, text = message
                     logging.getLogger(logger).log(level, text)
                     continue
-                if message[0] == "stepped":
-                    pace.step_logged(name)
+                if message[0] == "row":  # a metrics row of the run: for the ETA
+                    pace.logged(name, *message[1:])
                     continue
                 del running[reader]
                 reader.close()
@@ -249,8 +284,8 @@ def _stop(processes: list[Any]) -> None:
 
 
 class _Channel(logging.Handler):
-    """A worker's end of its pipe to the parent: comprl's log records (INFO and up) and a word after each training
-    step as they come, then the result."""
+    """A worker's end of its pipe to the parent: comprl's log records (INFO and up) and the timings of each training
+    step and evaluation as they come, then the result."""
 
     def __init__(self, connection: Connection) -> None:
         super().__init__(logging.INFO)
@@ -263,9 +298,10 @@ class _Channel(logging.Handler):
             self.handleError(record)
 
     def row(self, step: int, metrics: dict[str, float], phase: str) -> None:
-        """The run's metrics callback: tells the parent that a training step ended (for its ETA)."""
-        if phase == "train":
-            self.send(("stepped",))
+        """The run's metrics callback: sends the parent the timings of a training step or an evaluation (its ETA)."""
+        if phase in ("train", "eval"):
+            timings = {key: metrics[key] for key in ("step_seconds", "eval_pass_seconds") if key in metrics}
+            self.send(("row", step, phase, timings))
 
     def send(self, message: tuple) -> None:
         """Send a message that is not a log record (a step ended, the result)."""
