@@ -450,7 +450,9 @@ class ExperienceConfig:
     (``"none"`` in the latency analysis)."""
     ray_address: str | None = None
     """The run's Ray cluster, joined by the async manager and the rollout workers (``"auto"``, ``"host:6379"``
-    or ``"ray://host:10001"``); None starts Ray on this machine."""
+    or ``"ray://host:10001"``). None is ``ray.init()``'s own choice: the cluster ``RAY_ADDRESS`` names, else the
+    node the last ``ray start`` on this machine started, else a new local node (offline), which ends with the
+    process that started it."""
     manager_cores: tuple[int, ...] = ()
     """CPU cores the async manager's process is pinned to, its torch threads set to their number (the laptop
     analogue of the paper's separate GPUs); empty = no pinning."""
