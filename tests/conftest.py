@@ -40,6 +40,7 @@ another: ``tests/test_rollout_workers.py`` starts a node with ``ray start --head
 elsewhere on the machine would join, and ends with ``ray stop --force``, which stops every Ray node on it."""
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: without it (`-p no:xdist`) it is not called
 def pytest_xdist_make_scheduler(config, log):
     """``pytest -n N`` (``--dist load``, as ``make test`` runs): each module's tests on one worker (its module-scoped
     fixtures built once), and the modules of :data:`RAY_MODULES` together on one. Any other ``--dist`` is left as it
