@@ -145,6 +145,18 @@ def test_the_eta_counts_the_steps_left_and_the_last_evaluations_at_this_calls_pa
     assert one_core.minutes_left() == pytest.approx(45 / 60) and one_core._said() == ""
 
 
+def worker_of_other_code(core, name, config, output_dir, resume, connection) -> None:
+    """A worker as an older comprl wrote them: a word after each training step instead of the step's row."""
+    connection.send(("stepped",))
+    connection.close()
+
+
+def test_a_message_this_process_does_not_read_stops_the_call_naming_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(parallel, "_worker", worker_of_other_code)
+    with pytest.raises(RuntimeError, match=r"its worker sent a message of kind 'stepped', which this process does not"):
+        run_experiments(plan(), tmp_path, jobs=2)
+
+
 def test_more_jobs_than_usable_cores_is_refused_naming_the_cores(tmp_path):
     cores = len(parallel.usable_cores())
     with pytest.raises(ValueError, match=rf"jobs={cores + 1}: this process may use {cores} CPU core"):

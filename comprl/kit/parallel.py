@@ -247,6 +247,12 @@ def _run_pinned(
                 if message[0] == "row":  # a metrics row of the run: for the ETA
                     pace.logged(name, *message[1:])
                     continue
+                if message[0] not in ("done", "died", "failed"):
+                    raise RuntimeError(
+                        f"run {name!r}: its worker sent a message of kind {message[0]!r}, which this process does "
+                        "not read: the worker runs other comprl code than this process (installed anew while the "
+                        "call ran?); call again, and every run continues from its checkpoint"
+                    )
                 del running[reader]
                 reader.close()
                 process.join(EXIT_GRACE_S)
