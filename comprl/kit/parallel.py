@@ -310,7 +310,7 @@ class _Channel(logging.Handler):
             self.send(("row", step, phase, timings))
 
     def send(self, message: tuple) -> None:
-        """Send a message that is not a log record (a step ended, the result)."""
+        """Send a message that is not a log record (a row's timings, the result)."""
         with self.lock:  # a record logged by another thread meanwhile is not cut into
             self.connection.send(message)
 
