@@ -2,7 +2,8 @@
 forward throughput, for variants of the settings that trade one for the other, side by side in one run.
 
     python benchmarks/cpu_step.py                                   # the default variants, 3 steps each
-    python benchmarks/cpu_step.py --variant gc actor.gradient_checkpointing=True extractor.gradient_checkpointing=True
+    python benchmarks/cpu_step.py --threads 1 --variant plain \
+        --variant gc actor.gradient_checkpointing=True extractor.gradient_checkpointing=True
 
 Every variant is a real ``comp_rl`` run of the ``cpu`` profile (SmolLM2-135M actor and extractor, 8 episodes of
 up to 6 turns per step, the experience manager in-process) in a fresh process, so its peak resident memory
@@ -41,7 +42,7 @@ import pandas as pd
 DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
     "profile": {},
     "float32": {"dtype": "float32"},
-    "no_checkpointing": {"actor.gradient_checkpointing": False, "extractor.gradient_checkpointing": False},
+    "checkpointing": {"actor.gradient_checkpointing": True, "extractor.gradient_checkpointing": True},
     "micro_batch_2": {"actor.micro_batch_size": 2, "extractor.micro_batch_size": 2},
     "micro_batch_4": {"actor.micro_batch_size": 4, "extractor.micro_batch_size": 4},
     "float32_adapters": {"actor.generation_adapter_dtype": "float32", "extractor.generation_adapter_dtype": "float32"},
@@ -50,9 +51,10 @@ DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
     "no_share_base": {"extractor.share_base": False},
 }
 """Name -> config overrides: the cpu profile as it is (``dtype="auto"``: bfloat16 on CPUs that multiply it in hardware,
-float32 elsewhere; gradient checkpointing; micro-batches of 1; LoRA adapters computed in the model's dtype when
-generating; the extractor over the actor's frozen base weights; oneDNN's kernel cache at 64 shapes and free heap
-pages handed back after each generation batch and update, :mod:`comprl.llm.allocator`), and its levers.
+float32 elsewhere; activations kept for the backward pass, not recomputed; micro-batches of 1; LoRA adapters
+computed in the model's dtype when generating; the extractor over the actor's frozen base weights; oneDNN's kernel
+cache at 64 shapes and free heap pages handed back after each generation batch and update,
+:mod:`comprl.llm.allocator`), and its levers.
 ``env.NAME`` sets an environment variable in the variant's process before comprl and torch start (too late for
 those a C library reads at process start, such as glibc's ``MALLOC_*``)."""
 

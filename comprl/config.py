@@ -177,7 +177,8 @@ class OptimConfig:
     """LoRA scaling numerator (effective scale alpha / rank)."""
     gradient_checkpointing: bool = False
     """Recompute each layer's activations in the backward pass instead of keeping them (less memory in the
-    update, about one more forward pass of time). Official code: on (``recompute_granularity: full``)."""
+    update, about one more forward pass of time). The gradients are the same bit for bit, so a run may resume with
+    it switched (:data:`comprl.runs.NOT_COMPARED`). Official code: on (``recompute_granularity: full``)."""
     autocast: str | None = None
     """Mixed precision of the trainer's forward passes: ``"bfloat16"`` runs them under
     ``torch.autocast(dtype=torch.bfloat16)``, so matrix products are bfloat16 whatever the weights' dtype (fp32
@@ -803,13 +804,15 @@ PROFILES: dict[str, ExperimentConfig] = {
         rollout=RolloutConfig(
             max_new_tokens=12, temperature=2.0, response_prefix="<answer>", constrained_actions=True
         ),
-        # Gradient checkpointing and one sequence per micro-batch keep the update's memory small, which matters
-        # more on a laptop than the slower update. lr 2e-4: a larger one collapses the policy onto one move.
-        # Rollouts and lessons are sampled from a copy with the adapters merged into its bfloat16 weights
-        # (benchmarks/rollout_speed.py: the fastest path on a CPU).
+        # One sequence per micro-batch keeps the update's memory small; activations are kept, not recomputed: a
+        # full actor update took 119 s instead of 177 s with gradient checkpointing, for a run's peak of 4.0 GB
+        # instead of 3.4 GB (benchmarks/cpu_step.py, NOTES.md); the gradients are the same bit for bit, so a run
+        # resumes with either (overrides {"actor.gradient_checkpointing": true, ...} where memory is short).
+        # lr 2e-4: a larger one collapses the policy onto one move. Rollouts and lessons are sampled from a copy
+        # with the adapters merged into its bfloat16 weights (benchmarks/rollout_speed.py: the fastest path on a
+        # CPU).
         actor=ActorConfig(
-            learning_rate=2e-4, lora_rank=16, micro_batch_size=1, gradient_checkpointing=True,
-            generation_adapter_dtype="merged",
+            learning_rate=2e-4, lora_rank=16, micro_batch_size=1, generation_adapter_dtype="merged"
         ),
         # The same 135M model as extractor. It follows neither operation grammar, so it writes one plain-text
         # lesson per call ("note" style); empty ones earn -1. Lessons of up to 128 tokens: 48 cut 28% of
@@ -819,7 +822,7 @@ PROFILES: dict[str, ExperimentConfig] = {
         extractor=ExtractorConfig(
             model="smollm2-135m", style="note", max_new_tokens=128, temperature=0.7, learning_rate=1e-4,
             lora_rank=16, micro_batch_size=1, buffer_size=2, invalid_reward=-1.0, distill_per_step=4, merge_every=5,
-            gradient_checkpointing=True, generation_adapter_dtype="merged",
+            generation_adapter_dtype="merged",
         ),
     ),
     # Between cpu and paper, for a researcher with one GPU: the paper's task settings (the dark Room in

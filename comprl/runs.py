@@ -38,8 +38,10 @@ BANK_TABLES = ("entries", "operations", "meta")
 """The experience bank's tables, stored as ``bank_<table>.parquet`` by a compacted run and a bundle."""
 BANK_FILES = {table: f"bank_{table}.parquet" for table in BANK_TABLES}
 """Each bank table's Parquet file name."""
-NOT_COMPARED = {"tracker"}
-"""Config fields that change no row of a run: a run of another tracker is the same run (resumed, linked, found)."""
+NOT_COMPARED = {"tracker", "actor.gradient_checkpointing", "extractor.gradient_checkpointing"}
+"""Config fields (nested ones dotted) that change no row of a run, so a run that differs only in them is the same
+run (resumed, linked, found): the tracker, and gradient checkpointing, whose recomputed activations give the
+gradients bit for bit (``tests/test_resume.py``), so that a run may resume with more or less memory."""
 
 
 @dataclass(frozen=True)
@@ -249,7 +251,7 @@ def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> 
     """``field: old -> new`` for every config field that differs, nested ones dotted."""
     out = []
     for key in sorted(set(old) | set(new)):
-        if not prefix and key in NOT_COMPARED:
+        if f"{prefix}{key}" in NOT_COMPARED:
             continue
         a, b = old.get(key), new.get(key)
         if isinstance(a, dict) and isinstance(b, dict):

@@ -122,6 +122,17 @@ def test_a_run_killed_after_logging_a_step_resumes_to_the_same_rows(tmp_path, un
     pd.testing.assert_frame_equal(deterministic(resumed), uninterrupted)
 
 
+def test_a_run_trained_with_gradient_checkpointing_resumes_without_it_to_the_same_rows(tmp_path, uninterrupted):
+    # steps 1-2 trained with both learners' activations recomputed; the resumed steps keep them: same rows, bit
+    # for bit, as the uninterrupted run that never recomputed (the smoke profile's default)
+    recomputing = smoke(**{"actor.gradient_checkpointing": True, "extractor.gradient_checkpointing": True})
+    assert smoke().actor.gradient_checkpointing is False
+    assert run_killed(recomputing, tmp_path, 3) == -signal.SIGKILL
+    assert checkpoint.latest(tmp_path / "run").step == 2
+    resumed = run_experiment(smoke(), tmp_path, name="run", progress=False, resume=True)
+    pd.testing.assert_frame_equal(deterministic(resumed), uninterrupted)
+
+
 def test_a_kill_while_a_checkpoint_replaces_the_last_one_leaves_a_complete_one(tmp_path, uninterrupted):
     assert run_killed(smoke(), tmp_path, 0, when="checkpoint") == -signal.SIGKILL
     run = Run(tmp_path / "run")
