@@ -32,7 +32,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
 # pip compiles every installed module to bytecode on one core; compileall does it afterwards on all of them (setup
-# 159 s instead of 210 s on 2 loaded cores, the same .pyc files: NOTES.md). The bytecode is needed: where
+# 159 s instead of 210 s on 2 loaded cores, within the noise on quiet ones, the same .pyc files: NOTES.md). The bytecode is needed: where
 # PYTHONDONTWRITEBYTECODE is set nothing compiled at import is kept, and every process imported twice as slowly.
 pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@" --no-compile; }
 pip install -U pip 'setuptools<81' wheel
