@@ -31,9 +31,10 @@ want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
-# pip compiles every installed module to bytecode on one core; compileall does it afterwards on all of them (setup
-# 159 s instead of 210 s on 2 loaded cores, within the noise on quiet ones, the same .pyc files: NOTES.md). The bytecode is needed: where
-# PYTHONDONTWRITEBYTECODE is set nothing compiled at import is kept, and every process imported twice as slowly.
+# pip compiles every installed module to bytecode on one core; compileall does it afterwards on all of them
+# (setup 159 s instead of 210 s on 2 loaded cores, within the noise on quiet ones, the same .pyc files:
+# NOTES.md). The bytecode is needed: where PYTHONDONTWRITEBYTECODE is set nothing compiled at import is kept,
+# and every process imported twice as slowly.
 pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@" --no-compile; }
 pip install -U pip 'setuptools<81' wheel
 # The CPU build of torch 2.13.0; on a GPU machine install the CUDA build you want first (it is kept).
