@@ -1,9 +1,13 @@
 # The README's two commands: `make demo` (4 of the cpu profile's 48 steps of notebook 01) and `make test`.
-# Both create and fill .venv first (scripts/setup.sh).
-.PHONY: setup demo test smoke lab
+# Both create and fill .venv first (scripts/setup.sh): the demo, JupyterLab and the smoke run with what runs need
+# (setup-runs), the tests with their tools too (setup).
+.PHONY: setup setup-runs demo test smoke lab
 
 setup:
 	bash scripts/setup.sh
+
+setup-runs:
+	bash scripts/setup.sh runs
 
 # The demo aims at 5 min on 2 quiet cores (8 min 23-48 s from a fresh clone on 2 AVX2 cores in float32, setup
 # included: NOTES.md), with an ETA in its log after every step, the last evaluations included: comp_rl and the
@@ -15,16 +19,16 @@ DEMO_STEPS = 4
 DEMO_EPISODES = 32
 DEMO_JOBS = 2
 
-demo: setup
+demo: setup-runs
 	.venv/bin/comprl run 01_single_task --profile cpu -p steps $(DEMO_STEPS) -p jobs $(DEMO_JOBS) \
 		-p overrides '{"eval_episodes": $(DEMO_EPISODES)}' --output-dir results/demo/01_single_task
 
 # JupyterLab on the notebooks; as root (a container) jupyter refuses to start without --allow-root, so it is added
 # there.
-lab: setup
+lab: setup-runs
 	.venv/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
-smoke: setup
+smoke: setup-runs
 	.venv/bin/comprl run 01_single_task --profile smoke --output-dir results/demo-smoke/01_single_task
 
 # Two pytest-xdist workers, each running torch on one thread (tests/conftest.py): on 2 cores the suite took about
