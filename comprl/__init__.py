@@ -13,9 +13,10 @@ The public API the notebooks use::
 import importlib
 from typing import Any
 
-from comprl.threads import wait_passively
+from comprl.threads import nice_own_session, wait_passively
 
 wait_passively()  # before anything loads torch: OpenMP reads its settings once (comprl/threads.py)
+nice_own_session()  # a niced notebook kernel's session yields to the user's other work (comprl/threads.py)
 
 import comprl.envs  # noqa: E402, F401  registers the comprl/ gymnasium ids (gymnasium and numpy only, no torch)
 

@@ -30,3 +30,37 @@ def test_import_defaults_openmp_to_passive_waits_and_keeps_the_users_choice(env,
 def test_the_test_suite_runs_with_passive_waits():
     # conftest imports comprl before torch; a GOMP_SPINCOUNT set from outside (libgomp's own spin) is kept
     assert os.environ.get("OMP_WAIT_POLICY") == "PASSIVE" or "GOMP_SPINCOUNT" in os.environ
+
+
+def autogroup_nice_after_import(nice: int, own_session: bool, import_comprl: bool = True) -> int:
+    """The nice value of the autogroup of a fresh interpreter started with ``nice``, in a new session (as papermill
+    starts a kernel) or in this one, after ``import comprl`` (or, without it, after writing 19 to it directly)."""
+    code = (
+        "import comprl; " if import_comprl else "open('/proc/self/autogroup', 'w').write('19'); "
+    ) + "print(open('/proc/self/autogroup').read().split()[-1])"
+    done = subprocess.run(
+        ["nice", "-n", str(nice), sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        start_new_session=own_session,
+    )
+    return int(done.stdout.strip())
+
+
+def autogroup_writable() -> bool:
+    if not os.path.exists("/proc/self/autogroup"):
+        return False
+    try:
+        return autogroup_nice_after_import(0, own_session=True, import_comprl=False) == 19
+    except subprocess.CalledProcessError:
+        return False
+
+
+@pytest.mark.skipif(not autogroup_writable(), reason="no scheduler autogroup here, or its nice value is read-only")
+def test_a_niced_process_that_leads_its_session_gives_the_session_its_nice_value():
+    assert autogroup_nice_after_import(7, own_session=True) == 7
+    # not niced: the session keeps nice 0; a niced process in a session it does not lead leaves it alone
+    assert autogroup_nice_after_import(0, own_session=True) == 0
+    mine = int(open("/proc/self/autogroup").read().split()[-1])
+    assert autogroup_nice_after_import(7, own_session=False) == mine
