@@ -9,7 +9,7 @@ setup:
 setup-runs:
 	bash scripts/setup.sh runs
 
-# The demo aims at 5 min on 2 quiet cores (8 min 23-48 s from a fresh clone on 2 AVX2 cores in float32, setup
+# The demo aims at 5 min on 2 quiet cores (7 min 53 s from a fresh clone on 2 AVX2 cores in float32, setup
 # included: NOTES.md), with an ETA in its log after every step, the last evaluations included: comp_rl and the
 # baseline run at once, one pinned single-thread process per core (DEMO_JOBS; a run keeps its pace beside a busy
 # neighbour there, where two torch threads of one run would spin on an oversubscribed core; DEMO_JOBS=1 on one
