@@ -15,8 +15,11 @@ MIXTURE = "room+webshop+alfworld"
 
 
 def evals(method: str, after: list[float], before: float = 0.1, guided: list[float] | None = None,
-          shown: float | None = 32.0, env_id: str = ROOM, length: float = 5.0, key: str = "method") -> list[dict]:
-    """A run per seed: its step-0 and step-48 evaluation rows (32 episodes), as ``comprl.runs.load_metrics``."""
+          shown: float | None = 32.0, env_id: str = ROOM, length: float = 5.0, key: str = "method",
+          shown_before: float | None = None) -> list[dict]:
+    """A run per seed: its step-0 and step-48 evaluation rows (32 episodes), as ``comprl.runs.load_metrics``;
+    ``shown`` episodes of the last with-experience evaluation saw an entry, ``shown_before`` (default ``shown``) of
+    the first."""
     rows = []
     for seed, value in enumerate(after):
         for step, success in ((0, before), (48, value)):
@@ -24,7 +27,8 @@ def evals(method: str, after: list[float], before: float = 0.1, guided: list[flo
                    "env_id": env_id, "seed": seed, "step": step, "phase": "eval", "episodes": 32.0,
                    "success_rate": success, "mean_episode_length": length}
             if guided is not None:
-                row.update(guided_success_rate=guided[seed] if step else before, guided_with_entry=shown)
+                row.update(guided_success_rate=guided[seed] if step else before,
+                           guided_with_entry=shown if step or shown_before is None else shown_before)
             rows.append(row)
     return rows
 
@@ -148,6 +152,19 @@ def test_heldout_figure_draws_a_point_per_seed_and_an_interval_per_bar(tmp_path)
     assert low == pytest.approx(0.6 - 4.303 * 0.1 / 3**0.5, abs=1e-3) and high > 0.6
     figure.savefig(tmp_path / "heldout.png")
     assert (tmp_path / "heldout.png").stat().st_size > 0
+
+
+def test_heldout_figure_calls_the_empty_banks_step_0_evaluation_unguided_and_keeps_intervals_within_0_and_1():
+    # two seeds far apart: the t interval of their mean (t = 12.7) reaches far below 0 and above 1
+    metrics = pd.DataFrame(evals("comp_rl", [0.1, 0.9], guided=[0.2, 0.8], shown=32.0, shown_before=0.0))
+    ax = report.plot_heldout(metrics).axes[0]
+    assert report.t_interval([0.1, 0.9])[0] < -1
+    (label,) = [text for text in ax.texts if text.get_text() == "unguided"]  # step 0's with-experience bar only
+    hatched = [bar for bar in ax.patches if bar.get_hatch()]
+    assert len(hatched) == 1 and label.xy[0] == pytest.approx(hatched[0].get_x() + hatched[0].get_width() / 2)
+    assert hatched[0].get_x() < max(bar.get_x() for bar in ax.patches)  # not the trained with-experience bar
+    ends = [y for line in ax.lines for y in line.get_ydata()]
+    assert ends and min(ends) >= 0.0 and max(ends) <= 1.0
 
 
 def test_the_latency_claim_gives_intervals_only_where_notebook_05_repeated_its_rounds():

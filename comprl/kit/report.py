@@ -122,15 +122,17 @@ def run_key(metrics: pd.DataFrame) -> str:
 def held_out(metrics: pd.DataFrame) -> pd.DataFrame:
     """One row per run from its first (step 0: the untrained actor) and last evaluation: held-out success without
     (``success_*``) and with (``guided_success_*``, NaN for runs without a bank) experience, episode length, and
-    ``shown_after``: how many of the last with-experience evaluation's ``episodes_after`` were shown an entry (NaN
-    where the run did not log it). A mixture's success is the average over its tasks, as in :func:`task_table`;
-    the column that names what is compared (:func:`run_key`) comes first."""
+    ``shown_before`` / ``shown_after``: how many of the first / last with-experience evaluation's episodes were shown
+    an entry (NaN where the run did not log it; at step 0 the bank is empty, so 0). A mixture's success is the
+    average over its tasks, as in :func:`task_table`; the column that names what is compared (:func:`run_key`) comes
+    first."""
     from comprl.envs.mixture import TASK_NAMES
 
     key = run_key(metrics)
     evals = metrics[metrics["phase"] == "eval"]
     columns = [key, "env_id", "seed", "run", "success_before", "success_after", "guided_success_before",
-               "guided_success_after", "episode_length_before", "episode_length_after", "shown_after", "episodes_after"]
+               "guided_success_after", "episode_length_before", "episode_length_after", "shown_before", "shown_after",
+               "episodes_after"]
     if evals.empty:
         return pd.DataFrame(columns=columns)
     rows = []
@@ -145,6 +147,7 @@ def held_out(metrics: pd.DataFrame) -> pd.DataFrame:
                     values = [at.get(name, float("nan")) for name in names]
                     row[f"{prefix}success_{when}"] = float(pd.Series(values, dtype=float).mean(skipna=False))
                 row[f"episode_length_{when}"] = at["mean_episode_length"]
+            row["shown_before"] = first.get("guided_with_entry", float("nan"))
             row["shown_after"] = last.get("guided_with_entry", float("nan"))
             row["episodes_after"] = last["episodes"]
             rows.append(row)
@@ -194,9 +197,10 @@ def t_interval(values: Any, level: float = 0.95) -> tuple[float, float]:
 
 def plot_heldout(metrics: pd.DataFrame, ax: Any = None) -> Any:
     """Held-out success per method (:func:`run_key`) before and after training, without and with experience: bars
-    at the mean over seeds, each seed a point, and the 95% t interval of the mean (:func:`t_interval`). A
-    with-experience bar whose last evaluation showed no episode an entry is hatched and labelled "unguided". Returns
-    the figure."""
+    at the mean over seeds, each seed a point, and the 95% t interval of the mean (:func:`t_interval`), drawn within
+    [0, 1], the range of a success rate (with two seeds it reaches far beyond). A with-experience bar whose
+    evaluations showed no episode an entry (step 0's always: the bank is empty) is hatched and labelled "unguided".
+    Returns the figure."""
     import matplotlib.pyplot as plt
 
     table = held_out(metrics)
@@ -216,13 +220,14 @@ def plot_heldout(metrics: pd.DataFrame, ax: Any = None) -> Any:
             if seeds.empty:
                 continue
             x = position + (offset - (len(bars) - 1) / 2) * width
-            shown = table.loc[table[key] == method, "shown_after"]
-            unguided = column == "guided_success_after" and shown.notna().all() and shown.sum() == 0
+            shown = table.loc[table[key] == method, column.replace("guided_success", "shown")]
+            unguided = column.startswith("guided_") and shown.notna().all() and shown.sum() == 0
             ax.bar(x, seeds.mean(), width, color=colour, hatch="//" if unguided else None, edgecolor="black",
                    linewidth=0.4, label=label if position == 0 or label not in ax.get_legend_handles_labels()[1]
                    else None)
             low, high = t_interval(seeds)
             if not pd.isna(low):
+                low, high = max(low, 0.0), min(high, 1.0)
                 ax.errorbar(x, seeds.mean(), yerr=[[seeds.mean() - low], [high - seeds.mean()]], color="black",
                             capsize=3, linewidth=0.8)
             ax.scatter([x] * len(seeds), seeds, color="black", s=10, zorder=3)
@@ -230,7 +235,7 @@ def plot_heldout(metrics: pd.DataFrame, ax: Any = None) -> Any:
                 ax.annotate("unguided", (x, seeds.mean()), rotation=90, fontsize=6, ha="center", va="bottom")
     ax.set_xticks(range(len(methods)), methods)
     ax.set_ylabel("held-out success")
-    ax.set_title("held-out success per seed, mean and 95% t interval", fontsize=9)
+    ax.set_title("held-out success per seed, mean and 95% t interval (within [0, 1])", fontsize=9)
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=7)
     fig.tight_layout()
