@@ -9,6 +9,7 @@ import re
 
 import duckdb
 import pandas as pd
+import pytest
 
 from comprl.kit.cli import main
 from comprl.kit.notebook_runner import kernel_manager_class
@@ -104,6 +105,9 @@ def test_notebook_01_runs_comp_rl_and_baseline_side_by_side(tmp_path, seeded_ban
     assert (comp["extractor_outputs"] >= 4).all() and (comp["bank_size"] >= 1).all()
     assert (comp["extractor_valid"] + comp["extractor_rejected"] == comp["extractor_outputs"]).all()
     assert len(pd.read_csv(out / "bank.csv")) >= 1  # the final bank
+    diagnostics = pd.read_csv(out / "extractor_diagnostics.csv")  # the extractor's side: comp_rl only
+    assert list(diagnostics["method"]) == ["comp_rl"] and diagnostics.loc[0, "replies"] >= 8
+    assert diagnostics.loc[0, "valid"] == pytest.approx(comp["extractor_valid"].sum() / comp["extractor_outputs"].sum())
     with duckdb.connect(str(out / "comp_rl_seed0" / "bank.duckdb"), read_only=True) as con:
         uses = con.execute("SELECT sum(uses) FROM operations WHERE op = 'use'").fetchone()[0]
         ops = dict(con.execute("SELECT op, count(*) FROM operations GROUP BY op").fetchall())
@@ -193,6 +197,8 @@ def test_notebook_03_runs_comp_rl_once_per_extractor_and_tables_them(tmp_path, c
     success = ["success_before", "guided_success_before", "success_after", "guided_success_after"]
     assert summary[success].apply(lambda column: column.between(0, 1)).all().all()  # rates, none missing
     assert (summary["final_bank_size"] >= 1).all() and summary["extractor_validity"].between(0, 1).all()
+    diagnostics = pd.read_csv(out / "extractor_diagnostics.csv").set_index("extractor")
+    assert list(diagnostics.index) == labels and diagnostics["valid"].between(0, 1).all()
     for name in names:
         config = json.loads((out / name / "config.json").read_text())
         assert config["method"] == "comp_rl" and config["extractor"]["model"] == "tiny-random"
