@@ -719,6 +719,13 @@ class ExperimentConfig:
         return self.method != "baseline"
 
     @property
+    def last_eval_passes(self) -> tuple[int, int]:
+        """(experience-free, guided) evaluation passes after the last step (:mod:`comprl.evaluation`): a free one,
+        and a guided one for methods with experience (counted as played: a bank that still answers nothing then
+        reuses the free episodes); none without evaluation episodes."""
+        return (1, int(self.uses_experience)) if self.eval_episodes else (0, 0)
+
+    @property
     def extractor_shares_base(self) -> bool:
         """Whether the extractor runs over the actor's frozen base weights (``extractor.share_base``, where the
         weights are the same and neither model trains them)."""

@@ -115,8 +115,8 @@ class _Pace:
     and as each run of a one-at-a-time plan ends (each run has its progress bar).
 
     A run's time left is its training steps left at the mean ``step_seconds`` of the steps trained so far in this
-    call, plus its last evaluation: one pass without experience, and one with it for methods with a bank (as
-    :func:`comprl.kit.planner.eval_passes` counts them), each at the mean ``eval_pass_seconds`` per episode of the
+    call, plus its last evaluation: one pass without experience, and one with it for methods with a bank
+    (``config.last_eval_passes``), each at the mean ``eval_pass_seconds`` per episode of the
     evaluations played so far in this call. Until one was played (a resumed plan, step-0 rows read from an earlier
     run) the last evaluations are left out, and the line says so. Runs at once share the wall time: the plan's is the
     runs' total over the ``jobs`` running, or the longest run's when that is longer."""
@@ -160,7 +160,7 @@ class _Pace:
         episode = sum(self.episode_seconds) / len(self.episode_seconds) if self.episode_seconds else 0.0
         runs = [
             self.left[name] * step
-            + self.last_eval[name] * (1 + config.uses_experience) * _episodes_per_pass(config) * episode
+            + self.last_eval[name] * sum(config.last_eval_passes) * _episodes_per_pass(config) * episode
             for name, config in self.plan.items()
         ]
         busy = [seconds for seconds in runs if seconds > 0]

@@ -629,8 +629,7 @@ def eval_passes(configs: Sequence[ExperimentConfig]) -> list[tuple[int, int]]:
     one after another, plays, as :mod:`comprl.evaluation` decides: at step 0 the free pass is played by the first
     run of its evaluation key only (the others read its rows), and the guided pass only where the bank starts
     filled (``bank.init_from``; an empty bank answers nothing, and its guided rows are the free ones); after the
-    last step, a free pass, and a guided one for methods with experience (counted as played: a bank that still
-    answers nothing then reuses the free episodes)."""
+    last step, :attr:`~comprl.config.ExperimentConfig.last_eval_passes`."""
     from comprl.evaluation import shared_key
 
     seen: set[str] = set()
@@ -642,8 +641,8 @@ def eval_passes(configs: Sequence[ExperimentConfig]) -> list[tuple[int, int]]:
         key = shared_key(config)
         first = key not in seen
         seen.add(key)
-        guided = 1 + bool(config.bank.init_from) if config.uses_experience else 0
-        out.append((int(first) + 1, guided))
+        free, guided = config.last_eval_passes
+        out.append((int(first) + free, guided + (config.uses_experience and bool(config.bank.init_from))))
     return out
 
 
