@@ -32,35 +32,34 @@ def test_the_test_suite_runs_with_passive_waits():
     assert os.environ.get("OMP_WAIT_POLICY") == "PASSIVE" or "GOMP_SPINCOUNT" in os.environ
 
 
-def autogroup_nice_after_import(nice: int, own_session: bool, import_comprl: bool = True) -> int:
+def autogroup_nice_after(code: str, nice: int, own_session: bool) -> str:
     """The nice value of the autogroup of a fresh interpreter started with ``nice``, in a new session (as papermill
-    starts a kernel) or in this one, after ``import comprl`` (or, without it, after writing 19 to it directly)."""
-    code = (
-        "import comprl; " if import_comprl else "open('/proc/self/autogroup', 'w').write('19'); "
-    ) + "print(open('/proc/self/autogroup').read().split()[-1])"
+    starts a kernel) or in this one, after running ``code``; ``root`` for a process in the root group (a session older
+    than autogroups, as CI's may be), whose ``/proc/self/autogroup`` reads empty."""
+    read = "words = open('/proc/self/autogroup').read().split(); print(words[-1] if words else 'root')"
     done = subprocess.run(
-        ["nice", "-n", str(nice), sys.executable, "-c", code],
+        ["nice", "-n", str(nice), sys.executable, "-c", code + read],
         capture_output=True,
         text=True,
         check=True,
         start_new_session=own_session,
     )
-    return int(done.stdout.strip())
+    return done.stdout.strip()
 
 
 def autogroup_writable() -> bool:
     if not os.path.exists("/proc/self/autogroup"):
         return False
     try:
-        return autogroup_nice_after_import(0, own_session=True, import_comprl=False) == 19
+        return autogroup_nice_after("open('/proc/self/autogroup', 'w').write('19'); ", 0, own_session=True) == "19"
     except subprocess.CalledProcessError:
         return False
 
 
 @pytest.mark.skipif(not autogroup_writable(), reason="no scheduler autogroup here, or its nice value is read-only")
 def test_a_niced_process_that_leads_its_session_gives_the_session_its_nice_value():
-    assert autogroup_nice_after_import(7, own_session=True) == 7
+    assert autogroup_nice_after("import comprl; ", 7, own_session=True) == "7"
     # not niced: the session keeps nice 0; a niced process in a session it does not lead leaves it alone
-    assert autogroup_nice_after_import(0, own_session=True) == 0
-    mine = int(open("/proc/self/autogroup").read().split()[-1])
-    assert autogroup_nice_after_import(7, own_session=False) == mine
+    assert autogroup_nice_after("import comprl; ", 0, own_session=True) == "0"
+    mine = autogroup_nice_after("", 0, own_session=False)
+    assert autogroup_nice_after("import comprl; ", 7, own_session=False) == mine
