@@ -9,19 +9,24 @@ setup:
 setup-runs:
 	bash scripts/setup.sh runs
 
-# The demo aims at 5 min on 2 quiet cores (7 min 53 s from a fresh clone on 2 AVX2 cores in float32, setup
-# included: NOTES.md), with an ETA in its log after every step, the last evaluations included: comp_rl and the
-# baseline run at once, one pinned single-thread process per core (DEMO_JOBS; a run keeps its pace beside a busy
-# neighbour there, where two torch threads of one run would spin on an oversubscribed core; DEMO_JOBS=1 on one
-# core), for DEMO_STEPS steps, each evaluated on DEMO_EPISODES held-out episodes before and after training (fewer
-# than the profile's: evaluation takes most of a short run).
+# The demo aims at 5 min on 2 quiet cores, with an ETA in its log after every step, the last evaluations included:
+# comp_rl and the baseline run at once, one pinned single-thread process per core (DEMO_JOBS; a run keeps its pace
+# beside a busy neighbour there, where two torch threads of one run would spin on an oversubscribed core;
+# DEMO_JOBS=1 on one core), for DEMO_STEPS steps. It shrinks the cpu profile to fit: one group of K = 8 rollouts a
+# step (DEMO_INSTANCES; the profile plays 2), still halves of 4 for comp_rl; a quarter of them distilled, as in the
+# profile (DEMO_DISTILL lessons); DEMO_EPISODES held-out episodes before and after training (the profile's 64 make
+# evaluation most of a short run). Its numbers are a glimpse of the pipeline, not a result: NOTES.md has its time.
 DEMO_STEPS = 4
-DEMO_EPISODES = 32
+DEMO_INSTANCES = 1
+DEMO_DISTILL = 2
+DEMO_EPISODES = 16
 DEMO_JOBS = 2
+DEMO_OVERRIDES = {"batch_instances": $(DEMO_INSTANCES), "extractor.distill_per_step": $(DEMO_DISTILL), \
+	"eval_episodes": $(DEMO_EPISODES)}
 
 demo: setup-runs
 	.venv/bin/comprl run 01_single_task --profile cpu -p steps $(DEMO_STEPS) -p jobs $(DEMO_JOBS) \
-		-p overrides '{"eval_episodes": $(DEMO_EPISODES)}' --output-dir results/demo/01_single_task
+		-p overrides '$(DEMO_OVERRIDES)' --output-dir results/demo/01_single_task
 
 # JupyterLab on the notebooks; as root (a container) jupyter refuses to start without --allow-root, so it is added
 # there.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shlex
 import subprocess
 import sys
 
@@ -295,6 +296,19 @@ def test_the_paper_notebooks_defaults_and_the_reproductions_parameters_are_accep
         check_parameters(notebook, declared_parameters(notebook))
         for profile in PROFILES:
             check_parameters(notebook, step.params(profile, tmp_path))
+
+
+def test_make_demos_command_gives_notebook_01_accepted_parameters_and_a_cpu_config_with_halves_of_4():
+    root = notebook_path("01_single_task").parent.parent
+    printed = subprocess.run(["make", "-n", "demo"], cwd=root, capture_output=True, text=True, check=True).stdout
+    [command] = [line for line in printed.replace("\\\n", " ").splitlines() if "comprl run" in line]
+    words = shlex.split(command)
+    assert words[words.index("run") + 1 :][:3] == ["01_single_task", "--profile", "cpu"]
+    params = {words[i + 1]: parse_value(words[i + 2]) for i, word in enumerate(words) if word == "-p"}
+    check_parameters(notebook_path("01_single_task"), params)
+    config = make_config("cpu", **params["overrides"])
+    assert config.group_size == 8 and config.extractor.distill_per_step <= config.batch_instances * 8
+    assert params["steps"] < config.steps and config.eval_episodes < PROFILES["cpu"].eval_episodes
 
 
 def test_cli_folder_parameters_are_taken_from_the_callers_directory_not_the_notebooks(tmp_path, monkeypatch):
