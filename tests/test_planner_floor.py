@@ -122,3 +122,32 @@ def test_without_a_recorded_reproduction_the_actual_column_says_so(tmp_path, cpu
     assert "actual: no reproduction recorded yet" in printed
     assert _row(printed, "whole reproduction")[-1] == "-"
     assert not Path(tmp_path / "smoke" / "reproduce.json").exists()  # a dry run writes nothing
+
+
+@pytest.mark.parametrize(
+    ("seconds", "jobs", "wall"),
+    [([53.0, 61.0], 2, 61.0), ([53.0, 61.0], 1, 114.0), ([10.0, 10.0, 10.0], 2, 20.0),
+     ([30.0, 10.0, 10.0, 10.0], 2, 30.0), ([10.0, 30.0, 10.0], 2, 30.0), ([], 2, 0.0), ([5.0], 4, 5.0)],
+)
+def test_runs_at_once_start_in_order_on_the_first_core_to_free_up(seconds, jobs, wall):
+    from comprl.kit.parallel import wall_seconds
+
+    assert wall_seconds(seconds, jobs) == wall
+
+
+def test_a_dry_run_for_runs_at_once_plans_their_wall_time_and_refuses_fewer_than_one(tmp_path, cpu_measurement):
+    from comprl.kit.parallel import wall_seconds
+
+    (tmp_path / "throughput").mkdir()
+    (tmp_path / "throughput" / "cpu.json").write_text(cpu_measurement.read_text())
+    t = planner.load_throughput(tmp_path / "throughput" / "cpu.json")
+    single = reproduce.STEPS[0].configs("smoke")
+    passes = planner.eval_passes(single)
+    seconds = [planner.run_seconds(c, p, t) for c, p in zip(single, passes)]
+    one, two = (reproduce.dry_run("smoke", throughput_dir=tmp_path / "throughput", jobs=jobs) for jobs in (1, 2))
+    assert _row(one, "01_single_task")[5] == planner._duration(sum(seconds))  # the plan
+    assert _row(two, "01_single_task")[5] == planner._duration(wall_seconds(seconds, 2))
+    assert _row(two, "01_single_task")[4] == _row(one, "01_single_task")[4]  # evaluation: summed over the runs
+    assert wall_seconds(seconds, 2) < sum(seconds) and "2 runs at once, one core each" in two
+    with pytest.raises(ValueError, match=r"jobs=0: accepted: an int >= 1"):
+        reproduce.dry_run("smoke", throughput_dir=tmp_path / "throughput", jobs=0)

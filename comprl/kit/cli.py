@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     again.add_argument(
         "--jobs", type=int, default=1, metavar="N",
         help="runs at once in notebooks 01-04, each in its own process on a core of its own (at most the cores this "
-        "process may use; 1, the default, runs them one after another)",
+        "process may use; 1, the default, runs them one after another); with --dry-run, the plan's wall time for N "
+        "runs at once",
     )
     again.add_argument(
         "--dry-run", action="store_true",
@@ -167,10 +168,12 @@ def main(argv: list[str] | None = None) -> int:
         from comprl.kit.planner import ThroughputError
 
         if args.dry_run:
+            if args.jobs < 1:
+                parser.error(f"--jobs {args.jobs}: accepted: an int >= 1 (runs at once, one core each)")
             try:
                 print(
                     reproduce.dry_run(
-                        args.profile, args.throughput, args.results / "throughput", args.results.resolve()
+                        args.profile, args.throughput, args.results / "throughput", args.results.resolve(), args.jobs
                     )
                 )
             except ThroughputError as err:

@@ -13,6 +13,7 @@ a worker process pins itself to its core before torch loads, so that every threa
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import multiprocessing
@@ -118,8 +119,8 @@ class _Pace:
     call, plus its last evaluation: one pass without experience, and one with it for methods with a bank
     (``config.last_eval_passes``), each at the mean ``eval_pass_seconds`` per episode of the
     evaluations played so far in this call. Until one was played (a resumed plan, step-0 rows read from an earlier
-    run) the last evaluations are left out, and the line says so. Runs at once share the wall time: the plan's is the
-    runs' total over the ``jobs`` running, or the longest run's when that is longer."""
+    run) the last evaluations are left out, and the line says so. Runs at once share the wall time
+    (:func:`wall_seconds`)."""
 
     def __init__(self, plan: Mapping[str, ExperimentConfig], output_dir: str | Path, jobs: int) -> None:
         from comprl.runs import Run
@@ -163,8 +164,7 @@ class _Pace:
             + self.last_eval[name] * sum(config.last_eval_passes) * _episodes_per_pass(config) * episode
             for name, config in self.plan.items()
         ]
-        busy = [seconds for seconds in runs if seconds > 0]
-        return max(sum(busy) / max(min(self.jobs, len(busy)), 1), max(busy, default=0.0)) / 60
+        return wall_seconds([seconds for seconds in runs if seconds > 0], self.jobs) / 60
 
     def _said(self) -> str:
         """What the ETA leaves out or includes of the evaluations still to come."""
@@ -190,6 +190,15 @@ class _Pace:
                 "%d of %d runs done; about %.0f min left at this call's pace%s", done, len(self.left),
                 self.minutes_left(), self._said(),
             )
+
+
+def wall_seconds(seconds: Sequence[float], jobs: int) -> float:
+    """Wall time of runs that take ``seconds`` each when ``jobs`` of them go at once, started in this order, each on
+    the first core to free up (as :func:`run_experiments` starts them)."""
+    cores = [0.0] * max(min(jobs, len(seconds)), 1)  # a heap of the times the cores free up
+    for run in seconds:
+        heapq.heapreplace(cores, cores[0] + run)
+    return max(cores)
 
 
 def _episodes_per_pass(config: ExperimentConfig) -> int:

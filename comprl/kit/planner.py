@@ -56,11 +56,13 @@ def resource_plan(
     searched: Path | None = None,
     copied: Mapping[str, Sequence[ExperimentConfig]] | None = None,
     recorded: Recorded | None = None,
+    jobs: int = 1,
 ) -> str:
     """The plan of ``runs`` (notebook -> its configs, or a plain list): memory per model; for GPU profiles the GPU
     placement and count; the token budget of one step of the largest run; and, per measurement in
     ``throughputs``, the step times it implies, and per notebook plan, floor and the actual time ``recorded``
-    (:func:`notebook_plan`; ``copied``: per notebook, the runs it copies instead of training). Without a
+    (:func:`notebook_plan`; ``copied``: per notebook, the runs it copies instead of training; ``jobs``: runs at
+    once on a CPU). Without a
     measurement it says so, mentions the measurements of another kind of device found (``elsewhere``) and names
     the command to measure."""
     runs = {"": list(runs)} if isinstance(runs, list) else dict(runs)
@@ -76,7 +78,7 @@ def resource_plan(
     budget = step_budget(biggest)
     parts.append(budget_plan(biggest, budget, notebook))
     for throughput in throughputs:
-        parts.append(time_plan(runs, biggest, budget, throughput, copied, recorded))
+        parts.append(time_plan(runs, biggest, budget, throughput, copied, recorded, jobs))
     if not throughputs:
         parts.append(no_measurement(configs, elsewhere, profile, THROUGHPUT_DIR if searched is None else searched))
     return "\n\n".join(parts)
@@ -505,8 +507,8 @@ BUDGET_ASSUMPTIONS = (
     "(eval_passes): at step 0 the free pass once per notebook folder and evaluation key, the guided pass only where "
     "bank.init_from fills the bank (an empty bank's guided rows are the free ones); after the last step a free pass "
     "and, with experience, a guided one (the bank then answers)",
-    "a notebook's runs go one after another (with --jobs, two runs of one evaluation key that start together both "
-    "play its step-0 free pass)",
+    "a notebook's runs go one after another, or --jobs N of them at once on a CPU, one core each (two runs of one "
+    "evaluation key that start together both play its step-0 free pass: counted once)",
 )
 
 
@@ -927,10 +929,10 @@ def step_time(config: ExperimentConfig, budget: StepBudget, throughput: Throughp
 
 def time_plan(
     runs: Mapping[str, list[ExperimentConfig]], config: ExperimentConfig, budget: StepBudget, throughput: Throughput,
-    copied: Mapping[str, Sequence[ExperimentConfig]] | None = None, recorded: Recorded | None = None,
+    copied: Mapping[str, Sequence[ExperimentConfig]] | None = None, recorded: Recorded | None = None, jobs: int = 1,
 ) -> str:
     """The step time of ``config`` (the largest run) from ``throughput``, with its formula, then per notebook
-    (:func:`notebook_plan`)."""
+    (:func:`notebook_plan`, ``jobs`` runs at once)."""
     t = throughput
     measured = (
         f"  measured on {t.device}: {t.model} ({t.parameters_b:g} B) in {t.dtype}, batch {t.batch_size}, "
@@ -1040,7 +1042,7 @@ def time_plan(
             f"1,000 bank entries ({calls:.0f} calls of ~{SHARED_TOKENS['merge']:,} prompt + "
             f"{config.extractor.max_new_tokens:,} reply tokens)"
         )
-    lines += ["", notebook_plan(runs, t, copied or {}, recorded)]
+    lines += ["", notebook_plan(runs, t, copied or {}, recorded, jobs)]
     return "\n".join(lines)
 
 
@@ -1071,17 +1073,24 @@ def run_seconds(config: ExperimentConfig, passes: tuple[int, int], throughput: T
 
 def notebook_plan(
     runs: Mapping[str, list[ExperimentConfig]], t: Throughput, copied: Mapping[str, Sequence[ExperimentConfig]],
-    recorded: Recorded | None = None,
+    recorded: Recorded | None = None, jobs: int = 1,
 ) -> str:
     """Per notebook and in total: plan (training steps and the evaluation passes played, at the measured rates),
     floor (the same tokens at :func:`floor_throughput`'s rates) and, where ``recorded``, the actual wall time.
-    ``copied``: per notebook, those of its runs it copies from an earlier notebook or a reference run (no time)."""
+    ``copied``: per notebook, those of its runs it copies from an earlier notebook or a reference run (no time).
+    ``jobs``: runs at once on a CPU, one core each (``comprl reproduce --jobs``); plan and floor are then the wall
+    time of the runs started in plan order (:func:`comprl.kit.parallel.wall_seconds`). A GPU plan runs one after
+    another: runs at once would share the GPU."""
+    from comprl.kit.parallel import wall_seconds
+
     gpu = t.device_kind == "cuda"
+    at_once = 1 if gpu else jobs
     floor = floor_throughput(t)
     seen = recorded.notebooks if recorded is not None else {}
     head = f"    {'notebook':20s} {'runs':>4s} {'copied':>6s} {'step':>10s} {'evaluation':>10s} {'plan':>10s} "
+    how = "runs one after another" if at_once == 1 else f"{at_once} runs at once, one core each"
     lines = [
-        f"  per notebook ({_shown(t.path)}; runs one after another; step: its largest run's):",
+        f"  per notebook ({_shown(t.path)}; {how}; step: its largest run's):",
         head + f"{'floor':>10s}" + (f" {'GPUs':>4s} {'GPU-hours':>9s}" if gpu else "") + f" {'actual':>10s}",
     ]
     plan = low = actual = gpu_hours = 0.0
@@ -1100,10 +1109,10 @@ def notebook_plan(
             continue
         played = [c for c in its if c not in copied.get(notebook, ())]
         passes = eval_passes(played)
-        train = sum(c.steps * step_time(c, step_budget(c), t).step for c in played)
         evaluation = sum(eval_seconds(c, p, t) for c, p in zip(played, passes))
-        bound = sum(run_seconds(c, p, floor) for c, p in zip(played, passes))
-        plan, low = plan + train + evaluation, low + bound
+        wall = wall_seconds([run_seconds(c, p, t) for c, p in zip(played, passes)], at_once)
+        bound = wall_seconds([run_seconds(c, p, floor) for c, p in zip(played, passes)], at_once)
+        plan, low = plan + wall, low + bound
         largest = max(its, key=_size)
         used = ""
         if gpu:
@@ -1113,21 +1122,23 @@ def notebook_plan(
         lines.append(
             f"    {notebook or 'runs':20s} {len(its):4d} {len(its) - len(played):6d} "
             f"{_duration(step_time(largest, step_budget(largest), t).step):>10s} {_duration(evaluation):>10s} "
-            f"{_duration(train + evaluation):>10s} {_duration(bound):>10s}{used} {spent:>10s}"
+            f"{_duration(wall):>10s} {_duration(bound):>10s}{used} {spent:>10s}"
         )
     lines.append(
         f"    {'whole reproduction':20s} {'':4s} {'':6s} {'':10s} {'':10s} {_duration(plan):>10s} {_duration(low):>10s}"
         + (f" {'':4s} {gpu_hours:9,.0f}" if gpu else "") + f" {_duration(actual) if seen else '-':>10s}"
     )
     lines += [
-        "  plan:   steps x step time + the evaluation passes played (eval_passes), at the measured rates",
+        "  plan:   steps x step time + the evaluation passes played (eval_passes), at the measured rates"
+        + ("" if at_once == 1 else f"; the wall time of {at_once} runs at once, started in plan order, each on the "
+           "first core to free up (evaluation: summed over the runs)"),
         f"  floor:  the plan's tokens (rollouts' prefill and decode, evaluation, extractor calls) at the raw batched "
         f"forward rate ({_rate(t.prefill_tokens_per_s)} tokens/s for {t.model}, scaled by parameters), updates' "
         "forward+backward at the train rate: no engine processes those tokens faster on this device; they are upper "
         "bounds (replies at their cap, every rollout in the update), so a run that processes fewer can take less",
         "  actual: " + (
-            f"{_shown(recorded.path)}: wall time summed over the calls that ran the notebook (runs at once: the plan "
-            "and floor assume one after another)" if recorded is not None else "no reproduction recorded yet"
+            f"{_shown(recorded.path)}: wall time summed over the calls that ran the notebook (runs at once: compare "
+            "with the plan for as many, --jobs)" if recorded is not None else "no reproduction recorded yet"
         ),
         "  copied: runs that an earlier notebook trains, or a finished reference run holds, are copied: no time",
     ]

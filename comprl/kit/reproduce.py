@@ -340,7 +340,8 @@ def _every(seconds: float, call: Callable[[], None]) -> Iterator[None]:
 
 
 def dry_run(
-    profile: str, throughput: Path | None = None, throughput_dir: Path | None = None, results: Path | None = None
+    profile: str, throughput: Path | None = None, throughput_dir: Path | None = None, results: Path | None = None,
+    jobs: int = 1,
 ) -> str:
     """Build every config the reproduction would run (each is validated as it is built) and the resource plan;
     with ``results``, also how far a reproduction there has come, per notebook (:func:`_progress`), and, next to
@@ -349,8 +350,12 @@ def dry_run(
     ``throughput``: a measurement file of ``benchmarks/rollout_throughput.py --json`` (:func:`load_throughput`)
     that turns the token budget into step times. Without one, the measurements under ``throughput_dir`` (default
     :data:`THROUGHPUT_DIR`) made on the profile's kind of device (a GPU for GPU profiles) are used; where there is
-    none, the plan says so and names the command that measures one.
+    none, the plan says so and names the command that measures one. ``jobs``: runs at once, one core each, as
+    ``reproduce(jobs=...)`` runs them on a CPU (the plan's wall time; not checked against this machine's cores, since
+    the plan may be for another).
     """
+    if jobs < 1:
+        raise ValueError(f"jobs={jobs!r}: accepted: an int >= 1 (runs at once, one core each)")
     runs = {step.notebook: step.configs(profile) for step in STEPS}
     configs = [config for configs in runs.values() for config in configs]
     lines = [f"comprl reproduce --profile {profile}: {len(configs)} training runs, every config valid"]
@@ -369,7 +374,7 @@ def dry_run(
         "",
         resource_plan(
             runs, measured, elsewhere, profile=profile, searched=folder, copied=_copied(profile, results, runs),
-            recorded=recorded,
+            recorded=recorded, jobs=jobs,
         ),
     ]
     return "\n".join(lines)
