@@ -3,6 +3,8 @@ rollouts the update trains, distillation prompts from the episode, and one GPU f
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -67,3 +69,15 @@ def test_the_paper_profile_keeps_the_official_placement():
     plan = planner.placement_plan(paper)
     assert "fit one 80 GB GPU" not in plan and "actor      GPUs 0-7" in plan and "extractor  GPUs 8-15" in plan
     assert "total: 16 GPUs on 2 nodes for 1 runs" in plan and "the reproduction needs 16 GPUs at once" in plan
+
+
+def test_a_gpu_plan_for_a_model_far_smaller_than_the_measured_one_says_its_times_are_too_short():
+    h200 = planner.load_throughput(planner.THROUGHPUT_DIR / "nvidia-h200.json")
+    cpu = dataclasses.replace(h200, device_kind="cpu")  # the same rates, said of a CPU
+    warning = "more than 4x smaller than the measured model"
+    small = make_config("cpu", method="comp_rl")  # SmolLM2-135M, 56x smaller than the H200's measured 7.6B
+    same = make_config("paper", method="baseline")  # the measured 7B itself: scaled x1
+    assert h200.rate("prefill", small.model) > planner.FAR_SCALE * h200.prefill_tokens_per_s
+    assert warning in planner.time_plan({"": [small]}, small, planner.step_budget(small), h200)
+    assert warning not in planner.time_plan({"": [same]}, same, planner.step_budget(same), h200)
+    assert warning not in planner.time_plan({"": [small]}, small, planner.step_budget(small), cpu)  # CPUs: not flagged

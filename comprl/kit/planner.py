@@ -927,6 +927,11 @@ def step_time(config: ExperimentConfig, budget: StepBudget, throughput: Throughp
     return StepTime(rollout, actor_update, extraction, extractor_update, step, overlap)
 
 
+FAR_SCALE = 4.0
+"""How much faster than the measured model a smaller one may be priced on a GPU before the plan says the first-order
+scaling does not hold there (issue 43: SmolLM2-135M's steps on an H200 were launch-bound)."""
+
+
 def time_plan(
     runs: Mapping[str, list[ExperimentConfig]], config: ExperimentConfig, budget: StepBudget, throughput: Throughput,
     copied: Mapping[str, Sequence[ExperimentConfig]] | None = None, recorded: Recorded | None = None, jobs: int = 1,
@@ -957,12 +962,18 @@ def time_plan(
     n = learner_devices(config, t)
     extractor = config.model if config.extractor.share_actor else config.extractor.model
     roles = [("actor", config.model)] + ([("extractor", extractor)] if config.uses_experience else [])
-    scale = []
+    scale, far = [], []
     for role, model in roles:
         factor = t.rate("prefill", model) / t.prefill_tokens_per_s
         scale.append(f"{role} {model} x{factor:.3g}" if not math.isnan(factor) else f"{role} {model}: unknown size")
+        far += [model] if factor > FAR_SCALE and t.device_kind == "cuda" else []
     lines.append(f"  rate of a model = measured rate x measured parameters / the model's active parameters (compute "
                  f"per token grows with them: first order; measure the model itself to drop this): {', '.join(scale)}")
+    if far:
+        lines.append(f"  ! {', '.join(dict.fromkeys(far))}: more than {FAR_SCALE:g}x smaller than the measured model; "
+                     "on a GPU a small model's forward pass is bound by kernel launches, not by its parameters (a "
+                     "135M model took ~90 ms per pass at batch 16 on an H200), so the times below are far too short: "
+                     "measure the model itself")
     if t.device_kind == "cuda":
         lines.append(f"  devices: the placement's GPUs, actor {n['actor']}, extractor {n['extractor']}, each at the "
                      "measured per-GPU rate (data parallel: first order)")
