@@ -10,7 +10,7 @@ import pytest
 
 from comprl import evaluation, loop
 from comprl.config import make_config
-from comprl.kit import planner, reproduce
+from comprl.kit import cli, planner, reproduce
 
 
 def test_evaluation_passes_counted_are_the_episodes_the_runs_play(tmp_path, monkeypatch):
@@ -151,3 +151,5 @@ def test_a_dry_run_for_runs_at_once_plans_their_wall_time_and_refuses_fewer_than
     assert wall_seconds(seconds, 2) < sum(seconds) and "2 runs at once, one core each" in two
     with pytest.raises(ValueError, match=r"jobs=0: accepted: an int >= 1"):
         reproduce.dry_run("smoke", throughput_dir=tmp_path / "throughput", jobs=0)
+    with pytest.raises(SystemExit, match=r"^comprl: jobs=0: accepted: an int >= 1"):
+        cli.main(["reproduce", "--profile", "smoke", "--dry-run", "--jobs", "0", "--results", str(tmp_path)])

@@ -168,15 +168,13 @@ def main(argv: list[str] | None = None) -> int:
         from comprl.kit.planner import ThroughputError
 
         if args.dry_run:
-            if args.jobs < 1:
-                parser.error(f"--jobs {args.jobs}: accepted: an int >= 1 (runs at once, one core each)")
             try:
                 print(
                     reproduce.dry_run(
                         args.profile, args.throughput, args.results / "throughput", args.results.resolve(), args.jobs
                     )
                 )
-            except ThroughputError as err:
+            except (ThroughputError, ValueError) as err:  # a bad measurement, --jobs, or a config the profile builds
                 raise SystemExit(f"comprl: {err}")
             return 0
         if args.throughput is not None:
