@@ -3,8 +3,8 @@
     python benchmarks/rollout_speed.py                      # the cpu profile's 16 Room episodes, 2 rounds
     taskset -c 1 python benchmarks/rollout_speed.py --threads 1
 
-Every arm plays the same step of the cpu profile (its envs and seeds, 4 x 4 rollouts of up to 6 turns, constrained
-choice) with the actor as the trainer holds it: SmolLM2-135M, LoRA adapters in float32 over bfloat16 weights where
+Every arm plays the same step of the cpu profile (its envs and seeds, its groups: 2 x 8 rollouts of up to 6 turns,
+constrained choice) with the actor as the trainer holds it: SmolLM2-135M, LoRA adapters in float32 over bfloat16 weights where
 the CPU multiplies bfloat16 natively, adapters made non-zero as after training. The arms:
 
 - ``float32_adapters``: peft's float32 adapter products, a forward pass for every token (the path the committed
@@ -17,7 +17,7 @@ the CPU multiplies bfloat16 natively, adapters made non-zero as after training. 
   ``HFEngine.shared_prefix_prompts`` distinct prompts, so a step of a few groups plays as without it). The first
   four arms run without it (``shared_prefix=False``).
 
-The last two arms play 16 distinct seeds instead of 4 groups of 4 (evaluation's case, where no two prompts are
+The last two arms play 16 distinct seeds instead of the profile's groups (evaluation's case, where no two prompts are
 identical), with and without the shared prefix; their speed-up is relative to the first of them.
 
 A rollout's *processed* tokens are those its forward passes computed (the engine's ``computed_tokens``: uncached
