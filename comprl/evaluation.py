@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import time
@@ -36,6 +37,8 @@ from comprl.config import ExperimentConfig
 from comprl.envs.base import EVAL_SEED_OFFSET  # evaluation plays seeds EVAL_SEED_OFFSET + i
 from comprl.envs.mixture import task_name
 from comprl.llm import GenerationEngine
+
+log = logging.getLogger(__name__)
 
 Search = Callable[..., Sequence]
 """A batched bank lookup: ``search(queries, tasks=..., seeds=...)`` -> one entry (or None) per query."""
@@ -200,9 +203,33 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def _bar(envs: Mapping[str, Sequence[gymnasium.Env]], config: ExperimentConfig, passes: int, progress: bool):
-    """A progress bar over the episodes of ``passes`` evaluation passes, with its ETA."""
+    """Progress over the episodes of ``passes`` evaluation passes, with its ETA: a bar, or without ``progress`` (a
+    run in a worker process, which shows no bar) a log line per chunk (:class:`_ProgressLines`)."""
     total = passes * len(envs) * config.eval_episodes
-    return console.progress(
-        total=total, desc="evaluation", unit="episode", disable=not progress or not total, leave=False
-    )
+    if not progress and total:
+        return _ProgressLines(total)
+    return console.progress(total=total, desc="evaluation", unit="episode", disable=not total, leave=False)
+
+
+class _ProgressLines:
+    """An evaluation's progress as comprl log lines, for a run that shows no bar (a run of ``run_experiments(...,
+    jobs>1)``, whose lines its parent prints, prefixed with the run's name): after each chunk of episodes but the
+    last, the episodes played, the time so far and the time left at that pace."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.started = total, 0, time.perf_counter()
+
+    def __enter__(self) -> "_ProgressLines":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, episodes: int) -> None:
+        self.done += episodes
+        if self.done < self.total:
+            spent = time.perf_counter() - self.started
+            left = spent / self.done * (self.total - self.done)
+            log.info("evaluation: %d of %d episodes in %.0f s, about %.1f min left", self.done, self.total, spent,
+                     left / 60)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
@@ -88,3 +89,25 @@ def test_the_step_0_rows_are_shared_by_the_runs_of_one_folder_and_keyed_by_their
     assert math.isnan(rows[1]["eval_pass_seconds"]) and rows[0]["eval_pass_seconds"] > 0  # no pass played to time
     assert rows[1]["guided_success_rate"] == rows[1]["success_rate"]
     assert len(list((tmp_path / SHARED_FOLDER).glob("*.json"))) == 2
+
+
+def test_without_a_bar_an_evaluation_logs_a_line_per_chunk_with_the_time_left(setup, caplog):
+    engine, _, smoke = setup
+    chunk = smoke.batch_instances * smoke.group_size  # a task's envs: the episodes played at once
+    config = make_config("smoke", eval_episodes=2 * chunk + 1, max_turns=1)
+    envs = loop.make_envs(config)
+    lesson = Lesson(7, "Walk to the stairs and step on them.")
+
+    def answers(queries, tasks, seeds):  # every query answered: two passes, free and guided
+        return [lesson] * len(queries)
+
+    with caplog.at_level(logging.INFO, logger="comprl.evaluation"):
+        evaluation_rows(engine, envs, config, answers, progress=False)
+    total = 2 * config.eval_episodes
+    done = [chunk, 2 * chunk, config.eval_episodes, config.eval_episodes + chunk, config.eval_episodes + 2 * chunk]
+    assert [m.split(" in ")[0] for m in caplog.messages] == [f"evaluation: {n} of {total} episodes" for n in done]
+    assert all(m.endswith(" min left") for m in caplog.messages)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="comprl.evaluation"):
+        evaluation_rows(engine, envs, config, answers, progress=True)  # a bar instead
+    assert caplog.messages == []
