@@ -88,9 +88,12 @@ def play(
 def evaluation_rows(
     engine: GenerationEngine, envs: Mapping[str, Sequence[gymnasium.Env]], config: ExperimentConfig,
     search: Search | None, shared: Path | None = None, progress: bool = False,
+    say: logging.Logger | logging.LoggerAdapter = log,
 ) -> dict[str, float]:
     """One evaluation row: experience-free metrics and, with ``search``, the ``guided_*`` ones, without duplicate
     work (see the module). ``shared``: the folder of shared step-0 rows (None: neither read nor written).
+    ``progress``: a progress bar; without it, a line per chunk of episodes to ``say`` (a run's logger, which names
+    the run).
 
     Also ``eval_seconds``, the row's wall time (lookups included), and ``eval_pass_seconds``, that time per pass
     played (NaN when none was: rows read, a bank that answers nothing), which the plan's ETA scales to the
@@ -102,7 +105,7 @@ def evaluation_rows(
     gated = [] if found is None else [task for task, entries in found.items() if entries is None]
     # a guided pass is played for the tasks the bank answers; the others' guided episodes are their free ones
     passes = (metrics is None) + (found is not None and len(gated) < len(envs))
-    with _bar(envs, config, passes, progress) as bar:
+    with _bar(envs, config, passes, progress, say) as bar:
         free: list[Trajectory] | None = None
         if metrics is None:
             free = _play(engine, envs, config, None, None, bar)
@@ -202,12 +205,15 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(out.name, path)
 
 
-def _bar(envs: Mapping[str, Sequence[gymnasium.Env]], config: ExperimentConfig, passes: int, progress: bool):
+def _bar(
+    envs: Mapping[str, Sequence[gymnasium.Env]], config: ExperimentConfig, passes: int, progress: bool,
+    say: logging.Logger | logging.LoggerAdapter,
+):
     """Progress over the episodes of ``passes`` evaluation passes, with its ETA: a bar, or without ``progress`` (a
-    run in a worker process, which shows no bar) a log line per chunk (:class:`_ProgressLines`)."""
+    run in a worker process, which shows no bar) a line per chunk to ``say`` (:class:`_ProgressLines`)."""
     total = passes * len(envs) * config.eval_episodes
     if not progress and total:
-        return _ProgressLines(total)
+        return _ProgressLines(total, say)
     return console.progress(total=total, desc="evaluation", unit="episode", disable=not total, leave=False)
 
 
@@ -216,8 +222,8 @@ class _ProgressLines:
     jobs>1)``, whose lines its parent prints, prefixed with the run's name): after each chunk of episodes but the
     last, the episodes played, the time so far and the time left at that pace."""
 
-    def __init__(self, total: int) -> None:
-        self.total, self.done, self.started = total, 0, time.perf_counter()
+    def __init__(self, total: int, say: logging.Logger | logging.LoggerAdapter) -> None:
+        self.total, self.say, self.done, self.started = total, say, 0, time.perf_counter()
 
     def __enter__(self) -> "_ProgressLines":
         return self
@@ -230,6 +236,6 @@ class _ProgressLines:
         if self.done < self.total:
             spent = time.perf_counter() - self.started
             left = spent / self.done * (self.total - self.done)
-            log.info("evaluation: %d of %d episodes in %.0f s, about %.1f min left", self.done, self.total, spent,
-                     left / 60)
+            self.say.info("evaluation: %d of %d episodes in %.0f s, about %.1f min left", self.done, self.total, spent,
+                          left / 60)
 

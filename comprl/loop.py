@@ -467,7 +467,7 @@ def _log_eval(
     the step-0 rows are shared between the runs of one output folder (:mod:`comprl.evaluation`)."""
     search = functools.partial(experience.search, record=False) if config.uses_experience else None
     shared = run.path.parent / SHARED_FOLDER if step == 0 else None
-    metrics = evaluation_rows(engine, envs, config, search, shared=shared, progress=progress)
+    metrics = evaluation_rows(engine, envs, config, search, shared=shared, progress=progress, say=say)
     if config.uses_experience:
         # the evaluation's lookups are not part of the next row's counters; what the extractor did meanwhile is
         experience.stats(searches_only=True)

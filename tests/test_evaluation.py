@@ -111,3 +111,13 @@ def test_without_a_bar_an_evaluation_logs_a_line_per_chunk_with_the_time_left(se
     with caplog.at_level(logging.INFO, logger="comprl.evaluation"):
         evaluation_rows(engine, envs, config, answers, progress=True)  # a bar instead
     assert caplog.messages == []
+
+
+def test_a_run_without_a_bar_names_itself_on_its_evaluation_lines(tmp_path, caplog):
+    smoke = make_config("smoke", method="baseline")
+    chunk = smoke.batch_instances * smoke.group_size
+    config = make_config("smoke", method="baseline", steps=1, max_turns=1, eval_episodes=2 * chunk)
+    with caplog.at_level(logging.INFO, logger="comprl"):
+        loop.run_experiment(config, tmp_path, name="mine", progress=False)
+    lines = [m.split(" in ")[0] for m in caplog.messages if "evaluation: " in m]
+    assert lines == [f"mine: evaluation: {chunk} of {2 * chunk} episodes"] * 2  # before and after training
