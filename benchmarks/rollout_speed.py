@@ -4,8 +4,8 @@
     taskset -c 1 python benchmarks/rollout_speed.py --threads 1
 
 Every arm plays the same step of the cpu profile (its envs and seeds, its groups: 2 x 8 rollouts of up to 6 turns,
-constrained choice) with the actor as the trainer holds it: SmolLM2-135M, LoRA adapters in float32 over bfloat16 weights where
-the CPU multiplies bfloat16 natively, adapters made non-zero as after training. The arms:
+constrained choice) with the actor as the trainer holds it: SmolLM2-135M, LoRA adapters in float32 over bfloat16
+weights where the CPU multiplies bfloat16 natively, adapters made non-zero as after training. The arms:
 
 - ``float32_adapters``: peft's float32 adapter products, a forward pass for every token (the path the committed
   cpu reference runs were sampled on; ``generation_adapter_dtype="float32"``, ``jump_forward=False``);
