@@ -38,8 +38,6 @@ from comprl.envs.base import EVAL_SEED_OFFSET  # evaluation plays seeds EVAL_SEE
 from comprl.envs.mixture import task_name
 from comprl.llm import GenerationEngine
 
-log = logging.getLogger(__name__)
-
 Search = Callable[..., Sequence]
 """A batched bank lookup: ``search(queries, tasks=..., seeds=...)`` -> one entry (or None) per query."""
 
@@ -88,12 +86,12 @@ def play(
 def evaluation_rows(
     engine: GenerationEngine, envs: Mapping[str, Sequence[gymnasium.Env]], config: ExperimentConfig,
     search: Search | None, shared: Path | None = None, progress: bool = False,
-    say: logging.Logger | logging.LoggerAdapter = log,
+    say: logging.Logger | logging.LoggerAdapter | None = None,
 ) -> dict[str, float]:
     """One evaluation row: experience-free metrics and, with ``search``, the ``guided_*`` ones, without duplicate
     work (see the module). ``shared``: the folder of shared step-0 rows (None: neither read nor written).
-    ``progress``: a progress bar; without it, a line per chunk of episodes to ``say`` (a run's logger, which names
-    the run).
+    ``progress``: a progress bar; without it, where ``say`` is given (a run's logger, which names the run), a line
+    per chunk of episodes to it.
 
     Also ``eval_seconds``, the row's wall time (lookups included), and ``eval_pass_seconds``, that time per pass
     played (NaN when none was: rows read, a bank that answers nothing), which the plan's ETA scales to the
@@ -207,14 +205,16 @@ def _write_atomically(path: Path, text: str) -> None:
 
 def _bar(
     envs: Mapping[str, Sequence[gymnasium.Env]], config: ExperimentConfig, passes: int, progress: bool,
-    say: logging.Logger | logging.LoggerAdapter,
+    say: logging.Logger | logging.LoggerAdapter | None = None,
 ):
-    """Progress over the episodes of ``passes`` evaluation passes, with its ETA: a bar, or without ``progress`` (a
-    run in a worker process, which shows no bar) a line per chunk to ``say`` (:class:`_ProgressLines`)."""
+    """Progress over the episodes of ``passes`` evaluation passes, with its ETA: a bar, or without ``progress`` and
+    with ``say`` (a run in a worker process, which shows no bar) a line per chunk to it (:class:`_ProgressLines`)."""
     total = passes * len(envs) * config.eval_episodes
-    if not progress and total:
+    if not progress and total and say is not None:
         return _ProgressLines(total, say)
-    return console.progress(total=total, desc="evaluation", unit="episode", disable=not total, leave=False)
+    return console.progress(
+        total=total, desc="evaluation", unit="episode", disable=not progress or not total, leave=False
+    )
 
 
 class _ProgressLines:

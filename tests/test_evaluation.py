@@ -101,15 +101,18 @@ def test_without_a_bar_an_evaluation_logs_a_line_per_chunk_with_the_time_left(se
     def answers(queries, tasks, seeds):  # every query answered: two passes, free and guided
         return [lesson] * len(queries)
 
-    with caplog.at_level(logging.INFO, logger="comprl.evaluation"):
-        evaluation_rows(engine, envs, config, answers, progress=False)
+    say = logging.getLogger("comprl.test_evaluation")
+    with caplog.at_level(logging.INFO, logger="comprl"):
+        evaluation_rows(engine, envs, config, answers)  # neither a bar nor a logger to tell: silent
+        assert caplog.messages == []
+        evaluation_rows(engine, envs, config, answers, progress=False, say=say)
     total = 2 * config.eval_episodes
     done = [chunk, 2 * chunk, config.eval_episodes, config.eval_episodes + chunk, config.eval_episodes + 2 * chunk]
     assert [m.split(" in ")[0] for m in caplog.messages] == [f"evaluation: {n} of {total} episodes" for n in done]
     assert all(m.endswith(" min left") for m in caplog.messages)
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="comprl.evaluation"):
-        evaluation_rows(engine, envs, config, answers, progress=True)  # a bar instead
+    with caplog.at_level(logging.INFO, logger="comprl"):
+        evaluation_rows(engine, envs, config, answers, progress=True, say=say)  # a bar instead
     assert caplog.messages == []
 
 
