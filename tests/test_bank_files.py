@@ -17,7 +17,7 @@ from comprl.experience.bank.store import FORMAT_NAME, SCHEMA_VERSION
 from comprl.widgets import BankExplorer
 
 DIM = 384
-RESULTS_RUN = Path(__file__).resolve().parents[1] / "results/cpu/01_single_task/comp_rl_seed0"
+RESULTS_RUN = Path(__file__).resolve().parents[1] / "results/archive/2026-11-27/cpu/01_single_task/comp_rl_seed0"
 """A committed run (its bank compacted to Parquet by ``comprl compact``)."""
 
 

@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 import torch
 
-from comprl import run_experiments
+from comprl import checkpoint, run_experiments
 from comprl.kit import parallel
 from comprl.config import make_config
+from comprl.runs import Run
 
 TIMING = ("seconds", "per_second", "_ms_")  # wall-time columns, as in test_resume.py
 
@@ -143,6 +144,19 @@ def test_the_eta_counts_the_steps_left_and_the_last_evaluations_at_this_calls_pa
     one_core.row("comp_rl_seed0", 4, "eval", {"eval_pass_seconds": 8.0})  # its last evaluation, done
     one_core.run_done("baseline_seed0")
     assert one_core.minutes_left() == pytest.approx(45 / 60) and one_core._said() == ""
+
+
+def test_the_eta_starts_a_resumed_run_at_its_checkpoint_and_a_finished_one_at_nothing(tmp_path):
+    runs = {name: make_config("smoke", method="baseline", steps=10, seed=seed)
+            for seed, name in enumerate(["resumed", "finished", "new"])}
+    covered = tmp_path / "resumed" / checkpoint.FOLDER
+    covered.mkdir(parents=True)
+    (covered / "step").write_text("7")  # what a checkpoint after step 7 says (checkpoint.covered_step)
+    (tmp_path / "finished").mkdir()
+    Run(tmp_path / "finished").mark_finished()
+    assert parallel._Pace(runs, tmp_path, jobs=1).left == {"resumed": 3, "finished": 0, "new": 10}
+    # started afresh (resume=False), a run trains all its steps again, whatever its folder holds
+    assert parallel._Pace(runs, tmp_path, jobs=1, resume=False).left == {"resumed": 10, "finished": 10, "new": 10}
 
 
 def worker_of_other_code(core, name, config, output_dir, resume, connection) -> None:

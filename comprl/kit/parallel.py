@@ -91,7 +91,7 @@ def run_experiments(
         if not target.exists() and (source := link_finished(config, reuse, target)) is not None:
             log.info("%s: the same config finished in %s; linked, not trained again", name, source.path)
 
-    pace = _Pace(plan, output_dir, jobs)
+    pace = _Pace(plan, output_dir, jobs, resume)
     if jobs == 1:
         runs = {}
         for name, config in plan.items():
@@ -111,6 +111,19 @@ def run_experiments(
     return {name: runs[name] if name in runs else Run(Path(paths[name])) for name in plan}
 
 
+def _steps_left(config: ExperimentConfig, path: Path, resume: bool) -> int:
+    """The training steps a run of ``config`` in folder ``path`` has left: none once finished, and with ``resume``
+    those after its checkpoint's step (a run resumed from there); all of them where it starts afresh."""
+    from comprl import checkpoint
+    from comprl.runs import Run
+
+    if not resume:
+        return config.steps
+    if Run(path).finished:
+        return 0
+    return config.steps - (checkpoint.covered_step(path) or 0)
+
+
 class _Pace:
     """The plan's ETA, logged after every training step of runs in worker processes (which show no progress bar)
     and as each run of a one-at-a-time plan ends (each run has its progress bar).
@@ -122,14 +135,12 @@ class _Pace:
     run) the last evaluations are left out, and the line says so. Runs at once share the wall time
     (:func:`wall_seconds`)."""
 
-    def __init__(self, plan: Mapping[str, ExperimentConfig], output_dir: str | Path, jobs: int) -> None:
-        from comprl.runs import Run
-
+    def __init__(
+        self, plan: Mapping[str, ExperimentConfig], output_dir: str | Path, jobs: int, resume: bool = True
+    ) -> None:
         self.plan = dict(plan)
         self.jobs = jobs
-        self.left = {
-            name: 0 if Run(Path(output_dir) / name).finished else config.steps for name, config in plan.items()
-        }
+        self.left = {name: _steps_left(config, Path(output_dir) / name, resume) for name, config in plan.items()}
         self.last_eval = {name: bool(steps and plan[name].eval_episodes) for name, steps in self.left.items()}
         self.step_seconds: list[float] = []
         self.episode_seconds: list[float] = []
