@@ -183,8 +183,10 @@ def train_rate(model: transformers.PreTrainedModel, pad_id: int, vocab: int, bat
     return batch * length / best
 
 
-def device_name(device: torch.device) -> tuple[str, str]:
-    """(a description of the device, a file-name slug of it)."""
+def device_name(device: torch.device, dtype: torch.dtype) -> tuple[str, str]:
+    """(a description of the device, a file-name slug of it). A CPU's slug names the dtype too: CPUs sold under one
+    name differ in what they compute fast (an AMD EPYC with avx512_bf16 runs bfloat16, one with AVX2 only float32),
+    so that their files do not overwrite each other."""
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
         return f"GPU: {name}", _slug(name)
@@ -196,7 +198,8 @@ def device_name(device: torch.device) -> tuple[str, str]:
         pass
     threads = torch.get_num_threads()
     unit = "thread" if threads == 1 else "threads"
-    return f"CPU: {model}, {threads} torch {unit}", _slug(f"cpu {model} {threads} {unit}")
+    dtype_name = str(dtype).removeprefix("torch.")
+    return f"CPU: {model}, {threads} torch {unit}", _slug(f"cpu {model} {dtype_name} {threads} {unit}")
 
 
 def _slug(text: str) -> str:
@@ -279,7 +282,7 @@ def main() -> None:
     if args.json is None:
         return
 
-    described, slug = device_name(device)
+    described, slug = device_name(device, dtype)
     record = {
         "format": THROUGHPUT_FORMAT,
         "device": described,

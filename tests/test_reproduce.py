@@ -6,6 +6,7 @@ import dataclasses
 import importlib.util
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -431,6 +432,14 @@ def test_random_weights_measure_an_architecture_without_its_weights(tmp_path):
     assert record["weights"].startswith("random") and "rollout" not in record  # implies --no-compare
     assert record["parameters_b"] == round(sum(p.numel() for p in built.parameters()) / 1e9, 4) > 0
     assert planner.load_throughput(path).train_tokens_per_s > 0
+
+
+def test_a_cpu_files_name_holds_its_dtype_so_one_cpu_brand_in_two_dtypes_makes_two_files():
+    name = _benchmark_module().device_name
+    cpu = torch.device("cpu")
+    (described, as_bf16), (_, as_fp32) = name(cpu, torch.bfloat16), name(cpu, torch.float32)
+    assert described.startswith("CPU: ") and as_bf16 != as_fp32
+    assert as_bf16.startswith("cpu-") and "-bfloat16-" in as_bf16 and re.fullmatch(r"[a-z0-9-]+", as_bf16)
 
 
 @pytest.mark.parametrize("model, card_b", [("Qwen/Qwen2.5-7B-Instruct", 7.62), ("Qwen/Qwen2.5-1.5B-Instruct", 1.54)])
