@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shlex
 import sys
@@ -54,6 +53,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 from comprl.config import ActorConfig
 from comprl.envs import make
 from comprl.llm import HFEngine, load_model, resolve_dtype
+from comprl.llm.loading import cpu_model
 from comprl.kit.planner import THROUGHPUT_DIR, THROUGHPUT_FORMAT
 from comprl.actor.rollout import RolloutConfig, Trajectory, run_episodes
 from comprl.actor.trainer import ActorTrainer
@@ -190,12 +190,7 @@ def device_name(device: torch.device, dtype: torch.dtype) -> tuple[str, str]:
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
         return f"GPU: {name}", _slug(name)
-    model = platform.processor() or "unknown"
-    try:
-        found = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
-        model = found.group(1).strip() if found else model
-    except OSError:
-        pass
+    model = cpu_model()
     threads = torch.get_num_threads()
     unit = "thread" if threads == 1 else "threads"
     dtype_name = str(dtype).removeprefix("torch.")

@@ -32,6 +32,7 @@ from comprl.config import TRAINS_ACTOR, ExperimentConfig
 from comprl.experience import connect
 from comprl.experience.interface import ExperienceService, NullExperience, Outcome
 from comprl.llm import HFEngine, load_model, make_engine, resolve_dtype, sharing_weights
+from comprl.llm.loading import machine
 from comprl.runs import AFTER_TRAINING, Run
 
 log = logging.getLogger(__name__)
@@ -280,6 +281,7 @@ def run_experiment(
 
     model, tokenizer = _base_model(config, device)
     say.info("%s on %s in %s", config.model, device, str(model.dtype).removeprefix("torch."))
+    run.record_machine(machine(device, model.dtype), resumed.step if resumed else 0)
     extractor_model = sharing_weights(model) if config.extractor_shares_base else None  # before the actor's adapters
     actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor) if TRAINS_ACTOR[config.method] else None
     engine = make_engine(config, actor.model if actor else model, tokenizer)

@@ -38,6 +38,10 @@ BANK_TABLES = ("entries", "operations", "meta")
 """The experience bank's tables, stored as ``bank_<table>.parquet`` by a compacted run and a bundle."""
 BANK_FILES = {table: f"bank_{table}.parquet" for table in BANK_TABLES}
 """Each bank table's Parquet file name."""
+MACHINES = "machines.jsonl"
+"""Where each call that trained the run computed (:func:`comprl.llm.loading.machine`), a JSON line per call with
+the step it started after: the runs of a reproduction spread over sessions may run on different machines (a CPU
+that computes in bfloat16, another in float32), and a run resumed elsewhere lists both."""
 NOT_COMPARED = {"tracker", "actor.gradient_checkpointing", "extractor.gradient_checkpointing"}
 """Config fields (nested ones dotted) that change no row of a run, so a run that differs only in them is the same
 run (resumed, linked, found): the tracker, and gradient checkpointing, whose recomputed activations give the
@@ -83,7 +87,10 @@ class Run:
         finished mark, the Parquet files of a compacted run); keep the rest."""
         checkpoint.discard(self.path)
         shutil.rmtree(self.tensorboard_path, ignore_errors=True)
-        for path in [self.db_path, self.bank_path, self.path / FINISHED, self.metrics_file, *self.bank_files]:
+        for path in [
+            self.db_path, self.bank_path, self.path / FINISHED, self.path / MACHINES, self.metrics_file,
+            *self.bank_files,
+        ]:
             remove_file(path)
 
     @property
@@ -151,6 +158,20 @@ class Run:
     def holds(self, config: ExperimentConfig) -> bool:
         """Whether this folder holds a run of exactly ``config`` (finished or not)."""
         return (self.path / "config.json").exists() and not _differences(self.config().to_dict(), config.to_dict())
+
+    def record_machine(self, machine: dict[str, Any], after_step: int) -> None:
+        """Note that a call trains this run on ``machine`` from the step after ``after_step`` (:data:`MACHINES`)."""
+        self._refuse_if_compacted("record a machine for")
+        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with (self.path / MACHINES).open("a") as file:
+            file.write(json.dumps({"after_step": after_step, **machine, "at": stamp}) + "\n")
+
+    def machines(self) -> list[dict[str, Any]]:
+        """The machines the run's calls computed on, in order (:data:`MACHINES`); empty for a run that predates
+        the record."""
+        path = self.path / MACHINES
+        lines = path.read_text().splitlines() if path.is_file() else []
+        return [json.loads(line) for line in lines if line.strip()]
 
     def log(self, step: int, phase: str, metrics: dict[str, Any]) -> None:
         """Append one metrics row; new metric names become new columns."""

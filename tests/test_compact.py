@@ -80,6 +80,7 @@ def test_eval_and_export_read_a_compacted_run_as_the_duckdb_one(finished, copy, 
         assert from_compacted.bank_path.is_file() and from_compacted.path != copy.path  # rebuilt elsewhere
         pd.testing.assert_frame_equal(from_bundle.metrics(), finished.metrics())
         pd.testing.assert_frame_equal(from_compacted.metrics(), finished.metrics())
+        assert from_bundle.machines() == from_compacted.machines() == finished.machines() != []  # kept throughout
     capsys.readouterr()
 
 

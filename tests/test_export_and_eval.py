@@ -54,7 +54,7 @@ def test_the_manifest_lists_every_file_with_its_sha256(run_and_bundle, tmp_path)
     files = {p.name for p in bundle.iterdir()} - {MANIFEST}
     assert set(manifest["files"]) == files
     assert {"actor_adapters.safetensors", "bank_entries.parquet", "bank_operations.parquet", "metrics.parquet",
-            "config.json", "versions.json", "README.md"} <= files
+            "config.json", "machines.jsonl", "versions.json", "README.md"} <= files
     for name, listed in manifest["files"].items():
         assert hashlib.sha256((bundle / name).read_bytes()).hexdigest() == listed["sha256"]
     assert set(json.loads((bundle / "versions.json").read_text())) == {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 
 import pytest
@@ -207,6 +208,18 @@ def test_dtype_auto_is_bfloat16_on_cuda_and_on_cpus_with_native_bfloat16_else_fl
     assert loading.resolve_dtype("float32", "cpu") is torch.float32
     with pytest.raises(ValueError, match="accepted: float32, bfloat16, float16, auto"):
         loading.resolve_dtype("fp8", "cpu")
+
+
+def test_a_machine_record_names_the_cpu_its_bfloat16_units_and_the_dtype(monkeypatch):
+    from comprl.llm import loading
+
+    monkeypatch.setattr(loading, "_cpuinfo", lambda: "model name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512_bf16\n")
+    record = loading.machine("cpu", torch.bfloat16)
+    assert record["device"] == "CPU: AMD EPYC (avx512_bf16)" and record["dtype"] == "bfloat16"
+    assert record["cores"] == len(os.sched_getaffinity(0)) and record["torch"] == torch.__version__
+    monkeypatch.setattr(loading, "_cpuinfo", lambda: "model name\t: AMD EPYC\nflags\t\t: fpu avx2\n")
+    assert loading.machine("cpu", torch.float32)["device"] == "CPU: AMD EPYC (no bfloat16 units)"
+    assert not loading.cpu_has_native_bf16()
 
 
 def test_a_converted_gguf_config_loses_its_quantization_config_and_keeps_the_rest(tmp_path):

@@ -51,6 +51,11 @@ def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_pat
     assert "- elapsed wall time: " in report and " calls (overlaps counted once)" in report
     assert "Actor instruction, `comprl/Room-Ultimate-5x5-v0`" in report and "transformers " in report
     assert "## 02_multitask\n\nNot run." in report and "Notes from" not in report
+    # where each run computed, every run counted once
+    where = re.search(r"^- where the runs computed \(each run's `machines.jsonl`\): (.+)$", report, re.MULTILINE)
+    counted = [int(n) for n in re.findall(r": (\d+) runs?(?:;|$)", where[1])]
+    run_folders = {path.parent.resolve() for path in root.glob("*/**/config.json")}
+    assert where[1].startswith("CPU: ") and sum(counted) == len(run_folders)
     (root / reproduce.NOTES).write_text("Paused twice for CI.\n")
     assert (  # linked, not pasted
         reproduce.write_report("smoke", results)

@@ -120,6 +120,10 @@ def test_a_run_killed_after_logging_a_step_resumes_to_the_same_rows(tmp_path, un
     resumed = run_experiment(smoke(), tmp_path, name="run", progress=False, resume=True)
     assert resumed.finished
     pd.testing.assert_frame_equal(deterministic(resumed), uninterrupted)
+    # each call noted where it computed, from the step after its start; with no checkpoint the run started afresh
+    machines = resumed.machines()
+    assert [m["after_step"] for m in machines] == ([0] if step == 1 else [0, step - 1])
+    assert all(m["dtype"] == "float32" and m["device"].startswith("CPU: ") and m["cores"] >= 1 for m in machines)
 
 
 def test_a_run_trained_with_gradient_checkpointing_resumes_without_it_to_the_same_rows(tmp_path, uninterrupted):

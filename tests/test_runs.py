@@ -83,9 +83,12 @@ def test_a_fresh_start_clears_what_the_last_run_wrote(tmp_path):
     (run.path / "checkpoint").mkdir()
     run.bank_path.write_text("a bank")
     (run.path / "notes.txt").write_text("mine")
+    run.record_machine({"device": "CPU: somewhere", "cores": 1, "dtype": "float32", "torch": "x"}, after_step=0)
+    assert [m["device"] for m in run.machines()] == ["CPU: somewhere"]
     run.mark_finished()
     again = Run.create(tmp_path, make_config("smoke", method="comp_rl"), name="comp_rl_seed0")
     assert not again.finished and again.metrics().empty and not again.bank_path.exists()
+    assert again.machines() == []
     assert not (run.path / "checkpoint").exists() and (run.path / "notes.txt").read_text() == "mine"
 
 

@@ -8,6 +8,7 @@ A bundle is a folder anyone can read without comprl (Parquet, JSON, safetensors)
 ``bank_meta.parquet``           its ``meta`` rows (embedder, dimension, schema version)
 ``metrics.parquet``             the run's metric rows (``run.duckdb``'s ``metrics`` table), when it has them
 ``config.json``                 the run's config
+``machines.jsonl``              where the run's calls computed (:data:`comprl.runs.MACHINES`), when recorded
 ``versions.json``               the versions of Python and the packages that wrote the run's numbers
 ``README.md``                   a model card in the Hugging Face layout (front matter, results, usage, citation)
 ``bundle.json``                 the manifest: format, version, and every other file with its size and sha256
@@ -41,7 +42,7 @@ from comprl.checkpoint import ACTOR_ADAPTERS
 from comprl.config import ExperimentConfig
 from comprl.experience.bank import Embedder, ExperienceBank
 from comprl.experience.bank.store import check_bank_file
-from comprl.runs import BANK_FILES, BANK_TABLES, METRICS_FILE, Run
+from comprl.runs import BANK_FILES, BANK_TABLES, MACHINES, METRICS_FILE, Run
 
 MANIFEST = "bundle.json"
 FORMAT = "comprl run bundle"
@@ -78,9 +79,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:
         raise FileExistsError(f"{out} is not empty and holds no bundle; accepted: a new, empty or bundle folder")
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    shutil.copyfile(run.path / "config.json", out / "config.json")
-    if (run.path / ACTOR_ADAPTERS).is_file():
-        shutil.copyfile(run.path / ACTOR_ADAPTERS, out / ACTOR_ADAPTERS)
+    _copy_run_files(run.path, out)
     if run.bank_path.is_file():
         bank_to_parquet(run.bank_path, out)
     else:  # a compacted run's bank is in the bundle's files already
@@ -307,6 +306,15 @@ class RecordedEmbedder(Embedder):
         return self._dim
 
 
+def _copy_run_files(source: Path, target: Path) -> None:
+    """The files a run folder and a bundle hold alike: ``config.json``, and the adapters and machine record where
+    there are."""
+    shutil.copyfile(source / "config.json", target / "config.json")
+    for name in (ACTOR_ADAPTERS, MACHINES):
+        if (source / name).is_file():
+            shutil.copyfile(source / name, target / name)
+
+
 def open_bundle(bundle: str | Path, into: str | Path) -> Run:
     """The run folder a bundle was made from, or a compacted run folder, rebuilt with DuckDB files in ``into`` (a
     new or empty folder): ``config.json``, the adapters, ``bank.duckdb`` and ``run.duckdb``, after
@@ -316,9 +324,7 @@ def open_bundle(bundle: str | Path, into: str | Path) -> Run:
     if run.path.exists() and any(run.path.iterdir()):
         raise FileExistsError(f"{run.path} is not empty; open_bundle writes a run folder into a new or empty one")
     run.path.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(bundle / "config.json", run.path / "config.json")
-    if (bundle / ACTOR_ADAPTERS).is_file():
-        shutil.copyfile(bundle / ACTOR_ADAPTERS, run.path / ACTOR_ADAPTERS)
+    _copy_run_files(bundle, run.path)
     if (bundle / BANK_FILES["entries"]).is_file():
         bank_from_parquet(bundle, run.bank_path)
     if (bundle / METRICS_FILE).is_file():

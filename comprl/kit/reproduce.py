@@ -483,7 +483,7 @@ def write_report(profile: str, results: Path) -> Path:
             lines += [f"`{table.name}`:", "", _markdown(pd.read_csv(table)), ""]
         for figure in sorted(folder.glob("*.png")):
             lines += [f"![{figure.stem}]({figure.relative_to(results).as_posix()})", ""]
-    lines += ["## Setup", "", *_setup(profile, configs, times), ""]
+    lines += ["## Setup", "", *_setup(profile, configs, times, _machines(root)), ""]
     if (root / NOTES).exists():
         link = (root / NOTES).relative_to(results).as_posix()
         lines += ["## Notes from whoever ran it", "", f"The working notes of this reproduction: [{link}]({link}).", ""]
@@ -492,7 +492,9 @@ def write_report(profile: str, results: Path) -> Path:
     return path
 
 
-def _setup(profile: str, configs: list[ExperimentConfig], times: dict[str, Any]) -> list[str]:
+def _setup(
+    profile: str, configs: list[ExperimentConfig], times: dict[str, Any], machines: list[str]
+) -> list[str]:
     from comprl.experience.extractor.prompts import ExtractorFormat, distill_messages
 
     models = sorted({c.model for c in configs})
@@ -509,7 +511,9 @@ def _setup(profile: str, configs: list[ExperimentConfig], times: dict[str, Any])
         f"- actor models: {', '.join(models) or '-'}; extractor models: {', '.join(extractors) or '-'}",
         *_wall_time(times),
         *planned_power(configs),
-        f"- python {platform.python_version()} on {platform.platform()}; {'; '.join(versions)}",
+        *machines,
+        f"- this report written with python {platform.python_version()} on {platform.platform()}; "
+        f"{'; '.join(versions)}",
         "",
         "### Settings against the paper's",
         "",
@@ -534,6 +538,24 @@ def _setup(profile: str, configs: list[ExperimentConfig], times: dict[str, Any])
         system = distill_messages("", False, [], [], ExtractorFormat(style=style))[0]["content"]
         out += [f"Extractor distillation system prompt, style `{style}`:", "", "```", system, "```", ""]
     return out
+
+
+def _machines(root: Path) -> list[str]:
+    """Where the runs under ``root`` computed (:data:`comprl.runs.MACHINES`), each run counted once (a linked run
+    where it lives) under every machine one of its calls ran on: a reproduction spread over sessions may mix CPUs
+    that compute in bfloat16 and in float32."""
+    from comprl.runs import MACHINES, Run
+
+    runs = {path.parent.resolve(): Run(path.parent) for path in sorted(root.glob("*/**/config.json"))}
+    counts: dict[str, int] = {}
+    for run in runs.values():
+        seen = {f"{m['device']}, {m['dtype']}, {m['cores']} core{'s' * (m['cores'] != 1)}" for m in run.machines()}
+        for machine in seen or {"not recorded (a run older than comprl.runs.MACHINES)"}:
+            counts[machine] = counts.get(machine, 0) + 1
+    if not counts:
+        return []
+    listed = "; ".join(f"{machine}: {n} run{'s' * (n != 1)}" for machine, n in sorted(counts.items()))
+    return [f"- where the runs computed (each run's `{MACHINES}`): {listed}"]
 
 
 def _wall_time(times: dict[str, Any]) -> list[str]:

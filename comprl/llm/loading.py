@@ -27,10 +27,12 @@ import importlib.util
 import itertools
 import json
 import os
+import platform
+import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedModel
@@ -189,15 +191,46 @@ peft's ``target_modules="all-linear"`` picks there (the LM head is left out by b
 
 
 @functools.cache
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:  # not Linux (macOS, say)
+        return ""
+
+
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU multiplies bfloat16 matrices in hardware (Intel AMX or AVX512-BF16, read from
     ``/proc/cpuinfo``; False where that file does not exist, e.g. macOS). Without it, torch emulates bfloat16 and
     float32 is faster."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "amx_bf16" in flags or "avx512_bf16" in flags
+    return any(flag in _cpuinfo() for flag in NATIVE_BF16_FLAGS)
+
+
+NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def cpu_model() -> str:
+    """This CPU's model name as ``/proc/cpuinfo`` gives it (a VM may give only the brand: "AMD EPYC"), else what
+    :func:`platform.processor` says, else ``unknown``."""
+    found = re.search(r"^model name\s*:\s*(.+)$", _cpuinfo(), re.MULTILINE)
+    return found.group(1).strip() if found else (platform.processor() or "unknown")
+
+
+def machine(device: str | torch.device, dtype: torch.dtype) -> dict[str, Any]:
+    """What a run computed on: the device (a GPU's name, or the CPU's model with its bfloat16 units, for CPUs sold
+    under one name differ: an AMD EPYC with avx512_bf16 computes ``dtype="auto"`` in bfloat16, one with AVX2 only in
+    float32), the cores this process may use, the model's dtype and torch's version."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        name = f"GPU: {torch.cuda.get_device_name(device)}"
+    else:
+        units = [flag for flag in NATIVE_BF16_FLAGS if flag in _cpuinfo()]
+        name = f"CPU: {cpu_model()} ({', '.join(units) if units else 'no bfloat16 units'})"
+    return {
+        "device": name,
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "dtype": str(dtype).removeprefix("torch."),
+        "torch": torch.__version__,
+    }
 
 
 def resolve_dtype(name: str, device: str | torch.device) -> torch.dtype:
