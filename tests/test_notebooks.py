@@ -11,6 +11,7 @@ import duckdb
 import pandas as pd
 import pytest
 
+from comprl.config import make_config
 from comprl.kit.cli import main
 from comprl.kit.notebook_runner import kernel_manager_class
 
@@ -63,7 +64,9 @@ def _kernel_lines(out: str) -> tuple[list[str], list[str]]:
 
 def test_notebook_01_runs_comp_rl_and_baseline_side_by_side(tmp_path, seeded_bank, capfd):
     out = tmp_path / "nb01"
-    overrides = json.dumps({"bank.init_from": str(seeded_bank)})
+    # eval_episodes in the overrides too (the profile's own): the reference-bank check plays its own episode count
+    episodes = make_config("smoke").eval_episodes
+    overrides = json.dumps({"bank.init_from": str(seeded_bank), "eval_episodes": episodes})
     assert (
         main([
             "run", "01_single_task", "--profile", "smoke", "--output-dir", str(out), "-p", "overrides", overrides,

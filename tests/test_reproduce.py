@@ -91,6 +91,36 @@ def test_jobs_go_to_the_notebooks_that_take_them_and_must_fit_the_cores(tmp_path
     capsys.readouterr()
 
 
+def test_a_check_runs_every_notebook_cut_to_one_step_and_seed_in_a_folder_of_its_own(tmp_path, monkeypatch, capsys):
+    executed = {}
+    monkeypatch.setattr(reproduce, "_missing_models", lambda profile, steps: [])  # Gemma (03) is an opt-in extra
+    monkeypatch.setattr(
+        "comprl.kit.notebook_runner.run_notebook",
+        lambda name, profile, params, out: executed.setdefault(name, (params, out)),
+    )
+    monkeypatch.setattr("comprl.kit.reproduce.write_report", lambda profile, results: results / "REPORT.md")
+    stale = tmp_path / "check" / "cpu" / "01_single_task" / "baseline_seed0"
+    stale.mkdir(parents=True)  # an earlier check's run: a check starts from nothing
+    assert main(["reproduce", "--profile", "cpu", "--results", str(tmp_path), "--check", "--jobs", "1"]) == 0
+    assert "comprl: report in " + str(tmp_path / "check" / "REPORT.md") in capsys.readouterr().out
+    assert not stale.exists() and not (tmp_path / "cpu").exists()
+    assert {name: out for name, (_, out) in executed.items()} == {
+        step.notebook: tmp_path / "check" / "cpu" / step.notebook for step in reproduce.STEPS}
+    single, mixture, latency = (executed[name][0] for name in ("01_single_task", "02_multitask", "05_latency_analysis"))
+    assert single["seeds"] == [0] and single["method_seeds"] == {"static": [0], "exp_only": [0]}
+    assert single["steps"] == 1 and single["reference_bank_episodes"] == reproduce.CHECK_EPISODES
+    assert single["overrides"] == {"eval_episodes": reproduce.CHECK_EPISODES}
+    # the profile's own choices stay: 02's mixture and methods, 04's variants
+    assert mixture["mixtures"] == ["laptop-2"] and mixture["methods"] == ["baseline", "comp_rl"]
+    assert executed["04_ablations"][0]["variants"] == reproduce.ABLATIONS["cpu"]
+    # 05: one round at its smallest batch, its warm-up steps and one measured step
+    assert latency["batch_sizes"] == [8] and latency["rounds"] == 1
+    assert latency["steps"] == reproduce.notebook_defaults("05_latency_analysis")["skip"] + 1
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--profile", "cpu", "--results", str(tmp_path), "--check", "--dry-run"])
+    assert "give one" in capsys.readouterr().err
+
+
 def test_the_cpu_reproduction_plans_the_k8_design_and_copies_the_reference_runs_a_profile_names(
     tmp_path, monkeypatch, capsys
 ):

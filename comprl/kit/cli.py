@@ -8,6 +8,7 @@
     comprl profiles
     comprl reproduce --profile cpu               # every notebook, then results/REPORT.md (comprl.kit.reproduce)
     comprl reproduce --profile cpu --jobs 2      # the same, two runs at once, one core each
+    comprl reproduce --profile cpu --check       # every notebook cut to one step, one seed: does it all run here?
     comprl export results/demo/01_single_task/comp_rl_seed0 bundle/    # a run as a bundle (comprl.kit.export)
     comprl eval bundle/ --episodes 32 --csv eval.csv     # held-out success, 95% Wilson intervals (comprl.kit.evaluate)
     comprl compact results/cpu      # finished runs' DuckDB files as checked Parquet (comprl.kit.compact)
@@ -89,6 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         "runs at once",
     )
     again.add_argument(
+        "--check", action="store_true",
+        help="execute every notebook with the profile's runs cut to one training step, one seed and a few held-out "
+        "episodes (comprl.kit.reproduce.shrunk), into RESULTS/check/ (emptied first): minutes, to see that the whole "
+        "reproduction runs on this machine before its hours; its numbers mean nothing",
+    )
+    again.add_argument(
         "--dry-run", action="store_true",
         help="validate every config of the profile, say how far the reproduction under --results has come, and print "
         "the resource plan: memory, GPUs, tokens and time per step",
@@ -167,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         from comprl.kit import reproduce
         from comprl.kit.planner import ThroughputError
 
+        if args.dry_run and args.check:
+            parser.error("--check executes a cut-down reproduction and --dry-run plans the whole one: give one")
         if args.dry_run:
             try:
                 print(
@@ -181,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--throughput only applies with --dry-run")
         report = reproduce.reproduce(
             args.profile, args.results.resolve(), force=args.force, only=args.only, jobs=args.jobs,
-            tracker=args.tracker,
+            tracker=args.tracker, check=args.check,
         )
         print(f"comprl: report in {report}")
         return 0

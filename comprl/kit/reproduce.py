@@ -25,6 +25,7 @@ import importlib.util
 import inspect
 import json
 import platform
+import shutil
 import threading
 import time
 from contextlib import contextmanager
@@ -204,15 +205,47 @@ def notebook_defaults(notebook: str) -> dict[str, Any]:
     return declared_parameters(notebook_path(notebook))
 
 
+CHECK_EPISODES = 4
+"""Held-out episodes per evaluation (and per reference-bank pass) in ``comprl reproduce --check``."""
+
+
+def shrunk(params: dict[str, Any], takes: dict[str, Any]) -> dict[str, Any]:
+    """A notebook's papermill ``params`` for ``comprl reproduce --check`` (``takes``: the notebook's own
+    parameters and defaults): the profile's runs with every setting as it is, cut to one training step (05: one
+    past its warm-up steps), each method's first seed and :data:`CHECK_EPISODES` held-out episodes per evaluation;
+    05 to one round at its smallest batch. Every code path of the reproduction runs, on its models, in minutes."""
+    values = {**takes, **params}
+    out = dict(params)
+    if "seeds" in takes:
+        out["seeds"] = values["seeds"][:1]
+    if values.get("method_seeds"):
+        out["method_seeds"] = {method: seeds[:1] for method, seeds in values["method_seeds"].items()}
+    if "steps" in takes:
+        out["steps"] = values.get("skip", 0) + 1
+    if "overrides" in takes:
+        out["overrides"] = {**values["overrides"], "eval_episodes": CHECK_EPISODES}
+    if values.get("reference_bank_episodes"):
+        out["reference_bank_episodes"] = CHECK_EPISODES
+    if "batch_sizes" in takes:
+        out["batch_sizes"] = [min(values["batch_sizes"])]
+    if "rounds" in takes:
+        out["rounds"] = 1
+    return out
+
+
 def reproduce(
     profile: str, results: Path, force: bool = False, only: list[str] | None = None, jobs: int = 1,
-    tracker: str | None = None,
+    tracker: str | None = None, check: bool = False,
 ) -> Path:
     """Execute the notebooks of :data:`STEPS` (or those named in ``only``) with ``profile``; write the report.
     ``jobs``: runs at once, one core each, in the notebooks that take a ``jobs`` parameter; ``tracker``: where every
     run streams its rows (:mod:`comprl.tracking`; None: the profile's), set in each notebook's overrides. Once a
     notebook finished, its finished runs are compacted (:mod:`comprl.kit.compact`: Parquet in place of DuckDB), ready
-    to commit; runs still going keep DuckDB."""
+    to commit; runs still going keep DuckDB.
+
+    ``check``: every notebook with its parameters :func:`shrunk` (one step, one seed, a few episodes), into
+    ``results/check/`` (emptied first; its report is ``results/check/REPORT.md``), to see in minutes that the
+    whole reproduction runs on this machine before it takes hours; its numbers mean nothing."""
     from comprl.kit.compact import compact_paths
     from comprl.kit.notebook_runner import check_tracker, run_notebook, with_tracker
     from comprl.kit.parallel import check_jobs
@@ -224,6 +257,9 @@ def reproduce(
     except ValueError as err:
         raise SystemExit(f"comprl: --jobs: {err}")
     check_tracker(tracker)
+    if check:
+        results = results / "check"
+        shutil.rmtree(results, ignore_errors=True)
     root = results / profile
     root.mkdir(parents=True, exist_ok=True)
     log_path = root / "reproduce.json"
@@ -246,6 +282,8 @@ def reproduce(
             params["jobs"] = jobs
         if "reuse" in takes:  # a finished run of the same config (a reference run, or an earlier notebook's) is linked
             params["reuse"] = _reused(profile, results, step)
+        if check:
+            params = shrunk(params, takes)
         entry = done.setdefault(step.notebook, {})
         earlier = 0.0 if force else entry.get("seconds", 0.0)  # an unfinished notebook's wall time before this call
         entry.pop("finished", None)
