@@ -198,14 +198,19 @@ def _cpuinfo() -> str:
         return ""
 
 
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 matrices in hardware (Intel AMX or AVX512-BF16, read from
-    ``/proc/cpuinfo``; False where that file does not exist, e.g. macOS). Without it, torch emulates bfloat16 and
-    float32 is faster."""
-    return any(flag in _cpuinfo() for flag in NATIVE_BF16_FLAGS)
-
-
 NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def native_bf16_units() -> list[str]:
+    """This CPU's bfloat16 matrix units among :data:`NATIVE_BF16_FLAGS` (Intel AMX, AVX512-BF16), read from
+    ``/proc/cpuinfo``; none where that file does not exist, e.g. macOS."""
+    return [flag for flag in NATIVE_BF16_FLAGS if flag in _cpuinfo()]
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices in hardware (:func:`native_bf16_units`). Without it, torch
+    emulates bfloat16 and float32 is faster."""
+    return bool(native_bf16_units())
 
 
 def cpu_model() -> str:
@@ -223,7 +228,7 @@ def machine(device: str | torch.device, dtype: torch.dtype) -> dict[str, Any]:
     if device.type == "cuda":
         name = f"GPU: {torch.cuda.get_device_name(device)}"
     else:
-        units = [flag for flag in NATIVE_BF16_FLAGS if flag in _cpuinfo()]
+        units = native_bf16_units()
         name = f"CPU: {cpu_model()} ({', '.join(units) if units else 'no bfloat16 units'})"
     return {
         "device": name,
