@@ -178,7 +178,18 @@ class OptimConfig:
     gradient_checkpointing: bool = False
     """Recompute each layer's activations in the backward pass instead of keeping them (less memory in the
     update, about one more forward pass of time). The gradients are the same bit for bit, so a run may resume with
-    it switched (:data:`comprl.runs.NOT_COMPARED`). Official code: on (``recompute_granularity: full``)."""
+    it switched (:data:`comprl.runs.NOT_COMPARED`); it switches ``shared_prefix_tokens`` off, which changes their
+    rounding. Official code: on (``recompute_granularity: full``)."""
+    shared_prefix_tokens: int = 64
+    """An update's sequences that begin with the same context of at least this many tokens (a GRPO group's or
+    half's prompt) run it through the model once, forward and backward, and only what follows it per sequence
+    (:class:`comprl.llm.scoring.SharedPrefix`): the same loss and gradients up to float rounding, for a cpu Room
+    update about a quarter fewer tokens (``benchmarks/shared_prefix.py``). 0: every sequence whole. Inert with
+    gradient checkpointing (transformers keeps no cache in checkpointed layers), on models with sliding-window layers
+    (Gemma 3) and with ``backend="unsloth"``.
+    Source: comprl's (the official code packs whole sequences). It changes rounding only, as the same config
+    computes in bfloat16 on one CPU and float32 on another, so a run resumes with either
+    (:data:`comprl.runs.NOT_COMPARED`)."""
     autocast: str | None = None
     """Mixed precision of the trainer's forward passes: ``"bfloat16"`` runs them under
     ``torch.autocast(dtype=torch.bfloat16)``, so matrix products are bfloat16 whatever the weights' dtype (fp32
@@ -214,6 +225,10 @@ class OptimConfig:
             raise ValueError(f"aggregation={self.aggregation!r}; accepted: {', '.join(AGGREGATIONS)}")
         if self.micro_batch_size < 1 or self.update_epochs < 1:
             raise ValueError("micro_batch_size and update_epochs must be >= 1")
+        if self.shared_prefix_tokens < 0:
+            raise ValueError(
+                f"shared_prefix_tokens={self.shared_prefix_tokens!r}; accepted: 0 (off) or a prefix length >= 1"
+            )
         if self.autocast is not None and self.autocast not in AUTOCAST_DTYPES:
             raise ValueError(f"autocast={self.autocast!r}; accepted: None (off), {', '.join(AUTOCAST_DTYPES)}")
         if self.generation_adapter_dtype not in ADAPTER_DTYPES:

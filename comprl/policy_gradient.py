@@ -19,7 +19,7 @@ from transformers import PreTrainedModel
 
 from comprl.llm.allocator import release_free_memory
 from comprl.llm.loading import UNSLOTH_TARGET_MODULES, loaded_by_unsloth, unsloth_fast_language_model
-from comprl.llm.scoring import token_logprobs
+from comprl.llm.scoring import SharedPrefix, can_share_prefix, token_logprobs
 from comprl.config import OptimConfig
 
 @dataclass(kw_only=True)
@@ -52,6 +52,59 @@ class PackedSequence:
     @property
     def num_action_tokens(self) -> int:
         return sum(self.action_mask)
+
+    def after(self, length: int) -> PackedSequence:
+        """What follows the first ``length`` tokens, positions counted from there (a :class:`SharedPrefix`'s
+        continuation)."""
+        return PackedSequence(
+            token_ids=self.token_ids[length:], action_mask=self.action_mask[length:], logprobs=self.logprobs[length:],
+            choices={position - length: allowed for position, allowed in self.choices.items() if position >= length},
+        )
+
+
+def shared_prefixes(sequences: Sequence[PackedSequence], min_tokens: int) -> list[tuple[int, list[int]]]:
+    """The indices of ``sequences`` in groups that begin with the same context, each with the length of the prefix
+    its members share: at least ``min_tokens``, and ending before any member's first own token has to be scored
+    (so a continuation scores every own token itself); the sequences that share none with another come last, in
+    one group of length 0 (``min_tokens`` 0: every sequence there).
+
+    The groups are runs of the sequences sorted by their tokens, cut where they save the most prefix tokens,
+    ``sum (members - 1) x length`` (a GRPO group splits into its guided and free halves, whose prompts differ after
+    the system prompt, rather than sharing the system prompt alone)."""
+    def shareable(sequence: PackedSequence) -> list[int]:
+        first_own = sequence.action_mask.index(1) if 1 in sequence.action_mask else len(sequence.token_ids)
+        return sequence.token_ids[: max(first_own - 1, 0)]
+
+    heads = [shareable(s) for s in sequences]
+    order = sorted((i for i in range(len(sequences)) if len(heads[i]) >= min_tokens > 0), key=lambda i: heads[i])
+
+    def common(a: list[int], b: list[int]) -> int:
+        n = 0
+        for x, y in zip(a, b):
+            if x != y:
+                break
+            n += 1
+        return n
+
+    adjacent = [common(heads[a], heads[b]) for a, b in zip(order, order[1:])]
+    # best[j]: the most tokens saved by groups of order[:j]; cut[j]: where the last of those groups starts
+    best, cut = [0] * (len(order) + 1), [0] * (len(order) + 1)
+    for end in range(1, len(order) + 1):
+        best[end], cut[end], length = best[end - 1], end - 1, None
+        for start in range(end - 2, -1, -1):
+            length = adjacent[start] if length is None else min(length, adjacent[start])
+            if length < min_tokens:
+                break
+            if best[start] + (end - start - 1) * length > best[end]:
+                best[end], cut[end] = best[start] + (end - start - 1) * length, start
+    groups, end = [], len(order)
+    while end > 0:
+        if end - cut[end] > 1:
+            groups.append((min(adjacent[cut[end] : end - 1]), sorted(order[cut[end] : end])))
+        end = cut[end]
+    grouped = {i for _, members in groups for i in members}
+    alone = [i for i in range(len(sequences)) if i not in grouped]
+    return sorted(groups, key=lambda group: group[1][0]) + ([(0, alone)] if alone else [])
 
 
 LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, dict[str, float]]]
@@ -177,6 +230,9 @@ class PolicyGradientTrainer:
             self._masters, self._low_precision = weights_of._masters, weights_of._low_precision
             self.autocast = weights_of.autocast
         self.model = model
+        self.prefix_tokens = config.shared_prefix_tokens if can_share_prefix(model) and config.backend == "hf" else 0
+        """The ``shared_prefix_tokens`` this trainer applies: 0 where its model cannot share a prefix, and with the
+        unsloth backend (whose patched forward passes are not checked with a cache)."""
         self.optimizer = torch.optim.AdamW(self._masters, lr=config.learning_rate, weight_decay=config.weight_decay)
 
     def logprob_temperature(self, sequence: PackedSequence) -> float:
@@ -245,7 +301,9 @@ class PolicyGradientTrainer:
         """Loss over the batch, micro-batch by micro-batch, weighted so the total equals the batch aggregate.
 
         Sequences with zero advantage contribute nothing to the objective or its gradient, so they are skipped
-        (they still count in the aggregation denominators).
+        (they still count in the aggregation denominators). Sequences that begin with the same context (at least
+        :attr:`prefix_tokens` tokens: a GRPO group's prompt) run it through the model once (:class:`SharedPrefix`),
+        each micro-batch scoring only what follows.
         """
         token_mean = self.config.aggregation == "token-mean"
         denominator = sum(s.num_action_tokens for s in sequences) if token_mean else sum(
@@ -255,26 +313,34 @@ class PolicyGradientTrainer:
         totals = {"loss": 0.0, "clip_fraction": 0.0, "ratio_mean": 0.0, "approx_kl": 0.0}
         trained_tokens = 0
         device = next(self.model.parameters()).device
-        for start in range(0, len(chosen), self.config.micro_batch_size):
-            rows = chosen[start : start + self.config.micro_batch_size]
-            batch = {k: v.to(device) for k, v in pad_batch([sequences[i] for i in rows], self.pad_token_id).items()}
-            temperatures = torch.tensor([self.logprob_temperature(sequences[i]) for i in rows], device=device)
-            with torch.set_grad_enabled(backward):
-                logprobs = token_logprobs(
-                    self.model, batch["input_ids"], batch["attention_mask"], batch["action_mask"], temperatures,
-                    choices=[sequences[i].choices for i in rows], autocast=self.autocast,
-                )
-                loss, stats = self.loss_fn(
-                    logprobs, batch["old_logprobs"], advantages[rows].to(device), batch["action_mask"]
-                )
-                tokens = int(batch["action_mask"].sum())
-                weight = (tokens if token_mean else len(rows)) / max(denominator, 1)
-                if backward:
-                    (loss * weight).backward()
-            totals["loss"] += loss.item() * weight
-            for key in ("clip_fraction", "ratio_mean", "approx_kl"):
-                totals[key] += stats[key] * tokens
-            trained_tokens += tokens
+        for length, members in shared_prefixes([sequences[i] for i in chosen], self.prefix_tokens):
+            group = [chosen[m] for m in members]
+            prefix = SharedPrefix(
+                self.model, sequences[group[0]].token_ids[:length], self.autocast, grad=backward
+            ) if length else None
+            for start in range(0, len(group), self.config.micro_batch_size):
+                rows = group[start : start + self.config.micro_batch_size]
+                parts = [sequences[i].after(length) for i in rows]  # the whole sequences where length is 0
+                batch = {k: v.to(device) for k, v in pad_batch(parts, self.pad_token_id).items()}
+                temperatures = torch.tensor([self.logprob_temperature(sequences[i]) for i in rows], device=device)
+                with torch.set_grad_enabled(backward):
+                    logprobs = token_logprobs(
+                        self.model, batch["input_ids"], batch["attention_mask"], batch["action_mask"], temperatures,
+                        choices=[part.choices for part in parts], autocast=self.autocast, prefix=prefix,
+                    )
+                    loss, stats = self.loss_fn(
+                        logprobs, batch["old_logprobs"], advantages[rows].to(device), batch["action_mask"]
+                    )
+                    tokens = int(batch["action_mask"].sum())
+                    weight = (tokens if token_mean else len(rows)) / max(denominator, 1)
+                    if backward:
+                        (loss * weight).backward()
+                totals["loss"] += loss.item() * weight
+                for key in ("clip_fraction", "ratio_mean", "approx_kl"):
+                    totals[key] += stats[key] * tokens
+                trained_tokens += tokens
+            if prefix is not None and backward:
+                prefix.backward()  # the prefix's share of every member's gradient, through it once
         for key in ("clip_fraction", "ratio_mean", "approx_kl"):
             totals[key] = totals[key] / trained_tokens if trained_tokens else 0.0
         totals["trained_sequences"] = float(len(chosen))

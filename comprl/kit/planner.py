@@ -501,7 +501,9 @@ BUDGET_ASSUMPTIONS = (
     "CISPO sample once; the actor's update runs the rollouts with a non-zero advantage only (trained_share: "
     "1 - 2 / (k + 1) of groups of k, the halves' k/2 with actor.split_halves)",
     "not counted: merge passes (every extractor.merge_every steps; with a measurement, priced per 1,000 bank "
-    "entries), embedding and search (paper: <= ~1 s per step)",
+    "entries), embedding and search (paper: <= ~1 s per step); nor the update's shared prefixes "
+    "(actor.shared_prefix_tokens: a group's or half's first prompt run once, not per rollout), which save fewer "
+    "seconds than tokens (their attention is not shared): the update is priced as whole sequences",
     "evaluation: eval_episodes episodes per task and pass, shaped like the rollouts' (replies at the cap whatever "
     "eval_temperature; no search_and_ask), a guided one showing one entry; the passes comprl.evaluation plays "
     "(eval_passes): at step 0 the free pass once per notebook folder and evaluation key, the guided pass only where "
