@@ -11,10 +11,12 @@ The paper's tables and plots made from those rows live in :mod:`comprl.kit.repor
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import shutil
+import subprocess
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,10 +44,42 @@ MACHINES = "machines.jsonl"
 """Where each call that trained the run computed (:func:`comprl.llm.loading.machine`), a JSON line per call with
 the step it started after: the runs of a reproduction spread over sessions may run on different machines (a CPU
 that computes in bfloat16, another in float32), and a run resumed elsewhere lists both."""
-NOT_COMPARED = {"tracker", "actor.gradient_checkpointing", "extractor.gradient_checkpointing"}
-"""Config fields (nested ones dotted) that change no row of a run, so a run that differs only in them is the same
-run (resumed, linked, found): the tracker, and gradient checkpointing, whose recomputed activations give the
-gradients bit for bit (``tests/test_resume.py``), so that a run may resume with more or less memory."""
+NOT_COMPARED = {
+    "tracker", "actor.gradient_checkpointing", "extractor.gradient_checkpointing", "actor.shared_prefix_tokens",
+    "extractor.shared_prefix_tokens",
+}
+"""Config fields (nested ones dotted) that change no row of a run, or its rounding only, so a run that differs only
+in them is the same run (resumed, linked, found): the tracker; gradient checkpointing, whose recomputed activations
+give the gradients bit for bit (``tests/test_resume.py``), so that a run may resume with more or less memory; and
+the shared prefixes of an update, which give its loss and gradients up to float rounding
+(``tests/test_shared_prefix.py``), as one config computes in bfloat16 on one CPU and float32 on another."""
+
+
+@functools.cache
+def code_revision() -> str:
+    """The comprl code this process runs: the git commit of the checkout it is imported from, with ``+changes``
+    where the package's files differ from that commit, or ``comprl <version>`` outside a checkout. A run resumed
+    by later code (a reproduction spread over sessions) lists every revision that trained it; fields of
+    :data:`NOT_COMPARED` may differ between them."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30, check=True
+        ).stdout.strip()
+
+    try:
+        if Path(git("rev-parse", "--show-toplevel")).resolve() != root:
+            raise FileNotFoundError(root)
+        commit, changed = git("rev-parse", "HEAD"), git("status", "--porcelain", "--", "comprl")
+    except (OSError, subprocess.SubprocessError):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return f"comprl {version('comprl')}"
+        except PackageNotFoundError:
+            return "comprl (version unknown)"
+    return commit + ("+changes" if changed else "")
 
 
 @dataclass(frozen=True)
@@ -160,11 +194,13 @@ class Run:
         return (self.path / "config.json").exists() and not _differences(self.config().to_dict(), config.to_dict())
 
     def record_machine(self, machine: dict[str, Any], after_step: int) -> None:
-        """Note that a call trains this run on ``machine`` from the step after ``after_step`` (:data:`MACHINES`)."""
+        """Note that a call trains this run on ``machine`` from the step after ``after_step``, with the code of
+        :func:`code_revision` (:data:`MACHINES`)."""
         self._refuse_if_compacted("record a machine for")
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        line = {"after_step": after_step, **machine, "code": code_revision(), "at": stamp}
         with (self.path / MACHINES).open("a") as file:
-            file.write(json.dumps({"after_step": after_step, **machine, "at": stamp}) + "\n")
+            file.write(json.dumps(line) + "\n")
 
     def machines(self) -> list[dict[str, Any]]:
         """The machines the run's calls computed on, in order (:data:`MACHINES`); empty for a run that predates

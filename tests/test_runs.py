@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 import pytest
 
@@ -85,6 +86,8 @@ def test_a_fresh_start_clears_what_the_last_run_wrote(tmp_path):
     (run.path / "notes.txt").write_text("mine")
     run.record_machine({"device": "CPU: somewhere", "cores": 1, "dtype": "float32", "torch": "x"}, after_step=0)
     assert [m["device"] for m in run.machines()] == ["CPU: somewhere"]
+    # the code that trained it: this checkout's commit (with "+changes" while comprl/ differs from it)
+    assert re.fullmatch(r"[0-9a-f]{40}(\+changes)?", run.machines()[0]["code"])
     run.mark_finished()
     again = Run.create(tmp_path, make_config("smoke", method="comp_rl"), name="comp_rl_seed0")
     assert not again.finished and again.metrics().empty and not again.bank_path.exists()
