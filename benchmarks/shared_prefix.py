@@ -8,14 +8,13 @@ plays one training step of the cpu profile: 2 instances x 8 rollouts of the lit 
 episode then gets an advantage of +-1 (so the update trains all of them, as a step where every group has a winner
 does), the guided and free halves of comp_rl (``--halves``, default) or the baseline's whole groups (``--no-halves``)
 as advantage cells. The same update then runs, alternating, with every sequence scored whole
-(``shared_prefix_tokens=0``) and with the prompt each cell shares run once (the profile's), from the same weights;
-the script prints each arm's best time over ``--rounds``, the tokens its forward passes computed, the ratio, and how
-far they are from the exact gradient (the whole arm's with the same weights in float32): the norm of the difference
-over the exact gradient's norm, all LoRA weights as one vector, beside the same for the whole arm in micro-batches
-of 2 instead of 1, a control for the rounding any change of batching makes (in float32 the two arms agree to ~1e-6:
-``tests/test_shared_prefix.py``).
-Guided halves see a lesson in their prompt here too (a fixed 30-token one), so their prompts differ from the free
-halves' after the system prompt, as in a comp_rl step.
+(``shared_prefix_tokens=0``, every profile's) and with the prompt each cell shares run once (``--min-tokens``), from
+the same weights. The script prints each arm's best time over ``--rounds``, the tokens its forward passes computed,
+the ratio, and how far each is from the exact gradient (the whole arm's with the same weights in float32): the norm
+of the difference over the exact gradient's norm, all LoRA weights as one vector, beside the same for the whole arm
+in micro-batches of 2 instead of 1, a control for the rounding any change of batching makes (in float32 the two
+arms agree within ~1e-6: ``tests/test_shared_prefix.py``). Guided halves see a lesson in their prompt (a fixed
+one), so their prompts differ from the free halves' after the system prompt, as in a comp_rl step.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3, help="times each arm runs the update (best time kept)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--min-tokens", type=int, default=64, help="the shared arm's shared_prefix_tokens")
     parser.add_argument("--halves", action=argparse.BooleanOptionalAction, default=True,
                         help="comp_rl's guided and free halves (default), or the baseline's whole groups")
     args = parser.parse_args()
@@ -63,7 +63,7 @@ def main() -> None:
     )
     advantages = torch.tensor([1.0 if i % 2 else -1.0 for i in range(len(played))])
     whole_tokens = sum(len(t.token_ids) for t in played)
-    cells = shared_prefixes(played, config.actor.shared_prefix_tokens)
+    cells = shared_prefixes(played, args.min_tokens)
     shared_tokens = sum(
         (length if length else 0) + sum(len(played[m].token_ids) - length for m in members) for length, members in cells
     )
@@ -82,11 +82,12 @@ def main() -> None:
     best = {"whole": float("inf"), "shared": float("inf")}
     results = {}
     for _ in range(args.rounds):
-        for name, prefix_tokens in (("whole", 0), ("shared", config.actor.shared_prefix_tokens)):
+        for name, prefix_tokens in (("whole", 0), ("shared", args.min_tokens)):
             took, loss, grads = update(prefix_tokens)
             best[name] = min(best[name], took)
             results[name] = (loss, grads)
             print(f"{name}: {took:.1f} s", flush=True)
+    weights = next(actor.model.parameters()).dtype
     _, control_loss, control = update(0, micro_batch_size=2)
     (loss_whole, g_whole), (loss_shared, g_shared) = results["whole"], results["shared"]
     actor.model.float()  # the same weights in float32: the exact gradient the others round
@@ -98,7 +99,7 @@ def main() -> None:
                      / sum(g.pow(2).sum() for g in exact.values()).sqrt())
     print(
         f"\n{len(played)} Room episodes ({'guided and free halves' if args.halves else 'whole groups'}), "
-        f"{torch.get_num_threads()} torch thread(s), {next(actor.model.parameters()).dtype} weights, "
+        f"{torch.get_num_threads()} torch thread(s), {weights} weights, "
         f"best of {args.rounds}"
     )
     print(f"  cells sharing a prefix: {[(length, len(members)) for length, members in cells]} (length, sequences)")

@@ -178,17 +178,18 @@ class OptimConfig:
     gradient_checkpointing: bool = False
     """Recompute each layer's activations in the backward pass instead of keeping them (less memory in the
     update, about one more forward pass of time). The gradients are the same bit for bit, so a run may resume with
-    it switched (:data:`comprl.runs.NOT_COMPARED`); it switches ``shared_prefix_tokens`` off, which changes their
-    rounding. Official code: on (``recompute_granularity: full``)."""
-    shared_prefix_tokens: int = 64
-    """An update's sequences that begin with the same context of at least this many tokens (a GRPO group's or
-    half's prompt) run it through the model once, forward and backward, and only what follows it per sequence
-    (:class:`comprl.llm.scoring.SharedPrefix`): the same loss and gradients up to float rounding, for a cpu Room
-    update about a quarter fewer tokens (``benchmarks/shared_prefix.py``). 0: every sequence whole. Inert with
-    gradient checkpointing (transformers keeps no cache in checkpointed layers), on models with sliding-window layers
-    (Gemma 3) and with ``backend="unsloth"``.
-    Source: comprl's (the official code packs whole sequences). It changes rounding only, as the same config
-    computes in bfloat16 on one CPU and float32 on another, so a run resumes with either
+    it switched (:data:`comprl.runs.NOT_COMPARED`); it switches ``shared_prefix_tokens`` off. Official code: on
+    (``recompute_granularity: full``)."""
+    shared_prefix_tokens: int = 0
+    """0 (the default): every sequence of an update runs through the model whole. N >= 1: sequences that begin with
+    the same context of at least N tokens (a GRPO group's or half's prompt) run it once, forward and backward, and
+    each only what follows it (:class:`comprl.llm.scoring.SharedPrefix`). The loss and gradients are those of whole
+    sequences up to float rounding: within 1e-6 in float32, but in bfloat16 one measured cpu Room update's gradient
+    was 23% from the exact (float32) one where the whole sequences' was 9% (another, 7.7% and 7.2%), for an update
+    1.00-1.16x as fast with a quarter fewer tokens (the attention is not shared; ``benchmarks/shared_prefix.py``,
+    NOTES.md): so off in every profile. Inert with gradient checkpointing (transformers keeps no cache in checkpointed
+    layers), on models with sliding-window layers (Gemma 3) and with ``backend="unsloth"``. Source: comprl's (the
+    official code packs whole sequences). It changes rounding only, so a run resumes with either
     (:data:`comprl.runs.NOT_COMPARED`)."""
     autocast: str | None = None
     """Mixed precision of the trainer's forward passes: ``"bfloat16"`` runs them under

@@ -126,18 +126,14 @@ def test_a_run_killed_after_logging_a_step_resumes_to_the_same_rows(tmp_path, un
     assert all(m["dtype"] == "float32" and m["device"].startswith("CPU: ") and m["cores"] >= 1 for m in machines)
 
 
-def test_a_run_trained_with_gradient_checkpointing_resumes_without_it_to_the_same_rows(tmp_path):
+def test_a_run_trained_with_gradient_checkpointing_resumes_without_it_to_the_same_rows(tmp_path, uninterrupted):
     # steps 1-2 trained with both learners' activations recomputed; the resumed steps keep them: same rows, bit
-    # for bit, as the uninterrupted run that never recomputed (the smoke profile's default). Sequences scored
-    # whole in every arm: checkpointing switches shared prefixes off, which changes rounding
-    # (tests/test_shared_prefix.py)
-    whole = {"actor.shared_prefix_tokens": 0, "extractor.shared_prefix_tokens": 0}
-    recomputing = smoke(**whole, **{"actor.gradient_checkpointing": True, "extractor.gradient_checkpointing": True})
+    # for bit, as the uninterrupted run that never recomputed (the smoke profile's default)
+    recomputing = smoke(**{"actor.gradient_checkpointing": True, "extractor.gradient_checkpointing": True})
     assert smoke().actor.gradient_checkpointing is False
-    uninterrupted = deterministic(run_experiment(smoke(**whole), tmp_path / "whole", name="run", progress=False))
     assert run_killed(recomputing, tmp_path, 3) == -signal.SIGKILL
     assert checkpoint.latest(tmp_path / "run").step == 2
-    resumed = run_experiment(smoke(**whole), tmp_path, name="run", progress=False, resume=True)
+    resumed = run_experiment(smoke(), tmp_path, name="run", progress=False, resume=True)
     pd.testing.assert_frame_equal(deterministic(resumed), uninterrupted)
 
 

@@ -142,13 +142,16 @@ def test_a_prefix_never_covers_an_own_token_or_its_predecessor():
     assert members == [0, 1] and length == a.action_mask.index(1) - 1 == 29
 
 
-def test_the_cpu_profile_shares_prefixes_and_checkpointing_switches_it_off():
-    config = make_config("cpu")
-    assert config.actor.shared_prefix_tokens > 0 and not config.actor.gradient_checkpointing
+def test_prefixes_are_shared_only_when_asked_and_checkpointing_switches_it_off():
+    for profile in ("smoke", "cpu", "gpu", "paper"):
+        config = make_config(profile)
+        assert config.actor.shared_prefix_tokens == config.extractor.shared_prefix_tokens == 0
     model, _ = load_model("tiny-random", seed=1)
     assert can_share_prefix(model)
-    trainer = Trainer(model, 0, OptimConfig(lora_rank=4, gradient_checkpointing=True))
-    assert trainer.prefix_tokens == 0
+    assert Trainer(model, 0, OptimConfig(lora_rank=4, shared_prefix_tokens=64)).prefix_tokens == 64
+    model, _ = load_model("tiny-random", seed=1)
+    checkpointed = OptimConfig(lora_rank=4, shared_prefix_tokens=64, gradient_checkpointing=True)
+    assert Trainer(model, 0, checkpointed).prefix_tokens == 0
     assert {"actor.shared_prefix_tokens", "extractor.shared_prefix_tokens"} <= NOT_COMPARED
 
 
