@@ -56,6 +56,10 @@ def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_pat
     counted = [int(n) for n in re.findall(r": (\d+) runs?(?:;|$)", where[1])]
     run_folders = {path.parent.resolve() for path in root.glob("*/**/config.json")}
     assert where[1].startswith("CPU: ") and sum(counted) == len(run_folders)
+    code = re.search(r"^- the comprl code that trained them .*\): (.+)$", report, re.MULTILINE)
+    revision = runs.code_revision()  # all trained by this checkout's code
+    short = revision.split("+")[0][:12] + "+changes" * revision.endswith("+changes")
+    assert code[1] == f"{short}: {len(run_folders)} runs"
     (root / reproduce.NOTES).write_text("Paused twice for CI.\n")
     assert (  # linked, not pasted
         reproduce.write_report("smoke", results)

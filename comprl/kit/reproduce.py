@@ -586,14 +586,26 @@ def _machines(root: Path) -> list[str]:
 
     runs = {path.parent.resolve(): Run(path.parent) for path in sorted(root.glob("*/**/config.json"))}
     counts: dict[str, int] = {}
+    codes: dict[str, int] = {}
     for run in runs.values():
         seen = {f"{m['device']}, {m['dtype']}, {m['cores']} core{'s' * (m['cores'] != 1)}" for m in run.machines()}
         for machine in seen or {"not recorded (a run older than comprl.runs.MACHINES)"}:
             counts[machine] = counts.get(machine, 0) + 1
+        shortened = {m["code"].split("+")[0][:12] + "+changes" * m["code"].endswith("+changes")
+                     for m in run.machines() if "code" in m}
+        for code in shortened or {"not recorded"}:
+            codes[code] = codes.get(code, 0) + 1
     if not counts:
         return []
-    listed = "; ".join(f"{machine}: {n} run{'s' * (n != 1)}" for machine, n in sorted(counts.items()))
-    return [f"- where the runs computed (each run's `{MACHINES}`): {listed}"]
+
+    def listed(counted: dict[str, int]) -> str:
+        return "; ".join(f"{what}: {n} run{'s' * (n != 1)}" for what, n in sorted(counted.items()))
+
+    return [
+        f"- where the runs computed (each run's `{MACHINES}`): {listed(counts)}",
+        f"- the comprl code that trained them (commits, `+changes` where comprl/ differed; a run resumed by later code "
+        f"under each): {listed(codes)}",
+    ]
 
 
 def _wall_time(times: dict[str, Any]) -> list[str]:
