@@ -37,6 +37,23 @@ import time
 import torch
 
 
+def cpu_room_step(config):
+    """The actor of ``config`` (a cpu profile) as its trainer holds it, with its LoRA adapters made non-zero as after
+    training, and the envs of one training step with each env's GRPO group: (actor trainer, tokenizer, envs,
+    groups)."""
+    from comprl.actor.trainer import ActorTrainer
+    from comprl.llm import load_model, resolve_dtype
+
+    model, tokenizer = load_model(config.model, dtype=resolve_dtype(config.dtype, "cpu"))
+    actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor)
+    torch.manual_seed(0)
+    for parameter in actor.model.parameters():  # adapters as after training (peft starts B at zero)
+        if parameter.requires_grad:
+            torch.nn.init.normal_(parameter, std=0.01)
+    envs = config.mixture().make_envs(config.env_id, config.batch_instances * config.group_size)
+    return actor, tokenizer, envs, [row // config.group_size for row in range(len(envs))]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=2, help="times every arm plays the step (best time kept)")
@@ -47,21 +64,13 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     from comprl.actor.rollout import run_episodes
-    from comprl.actor.trainer import ActorTrainer
     from comprl.config import make_config
-    from comprl.llm import HFEngine, load_model, resolve_dtype
+    from comprl.llm import HFEngine
     from comprl.llm.scoring import token_logprobs
     from comprl.policy_gradient import pad_batch
 
     config = make_config("cpu", method="baseline")
-    model, tokenizer = load_model(config.model, dtype=resolve_dtype(config.dtype, "cpu"))
-    actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor)
-    torch.manual_seed(0)
-    for parameter in actor.model.parameters():  # adapters as after training (peft starts B at zero)
-        if parameter.requires_grad:
-            torch.nn.init.normal_(parameter, std=0.01)
-    envs = config.mixture().make_envs(config.env_id, config.batch_instances * config.group_size)
-    groups = [row // config.group_size for row in range(len(envs))]
+    actor, tokenizer, envs, groups = cpu_room_step(config)
     arms = {
         "float32_adapters": ("float32", False, False),
         "model_dtype_adapters": ("model", False, False),

@@ -39,20 +39,13 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     from comprl.actor.rollout import run_episodes
-    from comprl.actor.trainer import ActorTrainer
     from comprl.config import make_config
-    from comprl.llm import HFEngine, load_model, resolve_dtype
+    from comprl.llm import HFEngine
     from comprl.policy_gradient import shared_prefixes
+    from rollout_speed import cpu_room_step  # benchmarks/: the script's own folder
 
     config = make_config("cpu", method="comp_rl" if args.halves else "baseline")
-    model, tokenizer = load_model(config.model, dtype=resolve_dtype(config.dtype, "cpu"))
-    actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor)
-    torch.manual_seed(0)
-    for parameter in actor.model.parameters():  # adapters as after training (peft starts B at zero)
-        if parameter.requires_grad:
-            torch.nn.init.normal_(parameter, std=0.01)
-    envs = config.mixture().make_envs(config.env_id, config.batch_instances * config.group_size)
-    groups = [row // config.group_size for row in range(len(envs))]
+    actor, tokenizer, envs, groups = cpu_room_step(config)
     engine = HFEngine(actor.model, tokenizer, adapter_dtype="merged", jump_forward=True)
     torch.manual_seed(1)
     lesson = "Lesson: the stairs down are the goal; step toward them along the shorter axis first, then the other."
