@@ -287,6 +287,17 @@ class ExtractorConfig(OptimConfig):
     style: str = "json"
     """Answer format (:data:`EXTRACTOR_STYLES`): "json" (the paper's operation list), "lines" (one compact
     line per op) or "note" (one plain-text lesson per call, for models too small to follow either grammar)."""
+    lesson_grammar: bool = False
+    """With ``style="note"``: every distillation and merge reply begins "Prefer ACTION when" or "Avoid ACTION
+    when", the verb and ACTION drawn by the extractor under constrained choice (:mod:`comprl.llm.choice`: its
+    distribution renormalised over the allowed tokens, the trainer's log-probs the same), ACTION one of the
+    actions the episode's replies gave (a merge: of every episode the track has distilled); the rest of the line is
+    the extractor's own. Where an episode gave no action the reply is free. For extractors too small to write a
+    usable free lesson: SmolLM2-135M's free notes in the cpu rerun of 2026-12-02 were a median 8 words, and of
+    its longest 5% half repeated a third of their 4-word runs while the rest told stories beside the task
+    (NOTES.md). search_and_ask's rewrites stay free; the HF engine only (vLLM's refuses constrained choice).
+    Source: comprl's deviation, like the actor's constrained choice (the paper's extractor writes free JSON
+    operations); off by default."""
     max_new_tokens: int = 512
     """Tokens the extractor may write per call (its reasoning and the answer)."""
     response_prefix: str = ""
@@ -341,6 +352,11 @@ class ExtractorConfig(OptimConfig):
         super().__post_init__()
         if self.style not in EXTRACTOR_STYLES:
             raise ValueError(f"extractor style={self.style!r}; accepted: {', '.join(EXTRACTOR_STYLES)}")
+        if self.lesson_grammar and self.style != "note":
+            raise ValueError(
+                f"lesson_grammar=True with style={self.style!r}: the grammar shapes one plain lesson; accepted: "
+                "style='note', or lesson_grammar=False"
+            )
         if self.buffer_size < 1:
             raise ValueError(f"extractor buffer_size={self.buffer_size!r}: must be >= 1")
         if self.buffer_capacity != 0 and self.buffer_capacity < self.buffer_size:

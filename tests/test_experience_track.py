@@ -7,7 +7,7 @@ import torch
 
 from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
 from comprl.envs import make
-from comprl.experience.extractor.track import ExperienceTrack
+from comprl.experience.extractor.track import LESSON_VERBS, ExperienceTrack, episode_actions
 from comprl.actor.rollout import RolloutConfig, run_episodes
 from comprl.experience.extractor.trainer import ExtractorConfig, ExtractorSample
 
@@ -97,3 +97,50 @@ def test_distill_and_merge_with_a_real_model_account_for_every_reply(track, tiny
     assert stats["extractor_outputs"] == 4 == stats["extractor_valid"] + stats["extractor_rejected"]
     log = track.bank.operations()
     assert (log.step == 1).sum() >= 4  # every reply is in the log once: applied, "none", or rejected
+
+
+def test_the_lesson_grammar_begins_every_lesson_with_a_verb_and_an_action_of_its_episode(
+    tmp_path, embedder, tiny, tiny_engine, assert_logprobs_match_fresh_pass
+):
+    bank = ExperienceBank(tmp_path / "bank.duckdb", embedder)
+    config = ExtractorConfig(style="note", lesson_grammar=True, max_new_tokens=8, temperature=1.0)
+    track = ExperienceTrack(tiny_engine, bank, config, task=ROOM)
+    envs = [make(ROOM, max_turns=3) for _ in range(3)]
+    torch.manual_seed(0)
+    played = run_episodes(tiny_engine, envs, [3, 3, 4], RolloutConfig(max_new_tokens=16, constrained_actions=True))
+    episodes = [t.episode(1) for t in played]
+    samples = track.distill(episodes, step=1)
+    for episode, sample in zip(episodes, samples):
+        actions = episode_actions(episode)
+        assert actions
+        (entry,) = sample.entry_ids
+        content = bank.get(entry).content
+        assert any(content.startswith(f"{verb} {action} when") for verb in LESSON_VERBS for action in actions), content
+        assert any(len(allowed) > 1 for allowed in sample.choices.values())  # the verb and the action were choices
+    assert_logprobs_match_fresh_pass(tiny[0], tiny[1].pad_token_id, samples, config.temperature)
+    assert list(track.actions) == list(dict.fromkeys(a for e in episodes for a in episode_actions(e)))
+    merges = track.merge(step=1)  # 3 live entries: one chunk, whose lesson may name any action distilled so far
+    assert [s.kind for s in merges] == ["merge"]
+    (merged,) = merges[0].entry_ids
+    content = bank.get(merged).content
+    assert any(content.startswith(f"{verb} {action} when") for verb in LESSON_VERBS for action in track.actions)
+    bank.close()
+
+
+def test_episode_actions_are_the_answers_its_replies_gave_once_each():
+    from comprl.experience.interface import Episode
+
+    messages = (
+        {"role": "system", "content": "Reach the stairs."}, {"role": "user", "content": "You see a room."},
+        {"role": "assistant", "content": "<answer>East.</answer>"}, {"role": "user", "content": "Moved."},
+        {"role": "assistant", "content": "<search>stairs</search>"}, {"role": "user", "content": "No entry."},
+        {"role": "assistant", "content": "I think <ANSWER>east</ANSWER>"}, {"role": "user", "content": "Moved."},
+        {"role": "assistant", "content": "<answer>north</answer>"},
+    )
+    episode = Episode(ROOM, 0, 1, 0, "Reach the stairs.", messages)
+    assert episode_actions(episode) == ["east", "north"]
+
+
+def test_the_lesson_grammar_needs_the_note_style():
+    with pytest.raises(ValueError, match="lesson_grammar=True with style='json'.*accepted: style='note'"):
+        ExtractorConfig(style="json", lesson_grammar=True)

@@ -27,6 +27,7 @@ from typing import Mapping, Sequence
 from comprl.experience.bank import BankWriteError, Entry, ExperienceBank
 from comprl.chat import ChatFormat
 from comprl.config import ExtractorConfig
+from comprl.envs.base import ANSWER_OPEN, extract_answer
 from comprl.experience.extractor.prompts import (
     ExtractorFormat,
     distill_messages,
@@ -37,6 +38,7 @@ from comprl.experience.extractor.prompts import (
     refine_messages,
     to_writes,
 )
+from comprl.llm.choice import ReplyChoices
 from comprl.llm.engine import GenerationEngine, SamplingParams
 from comprl.experience.interface import Episode
 from comprl.experience.extractor.trainer import ExtractorSample
@@ -77,6 +79,27 @@ class TrackStats:
         return metrics
 
 
+LESSON_VERBS = ("Prefer", "Avoid")
+"""How a lesson of the lesson grammar begins (``ExtractorConfig.lesson_grammar``): "<verb> ACTION when"."""
+
+
+def episode_actions(episode: Episode) -> list[str]:
+    """The distinct actions an episode's replies gave, in the order first given: the answer of every assistant
+    message that has answer tags, as the environment reads it (:func:`comprl.envs.base.extract_answer`)."""
+    answers = (
+        extract_answer(m["content"]) for m in episode.messages
+        if m["role"] == "assistant" and ANSWER_OPEN in m["content"].lower()
+    )
+    return list(dict.fromkeys(a for a in answers if a))
+
+
+def lesson_choices(chat: ChatFormat, actions: Sequence[str]) -> ReplyChoices:
+    """The lesson grammar's admissible beginnings of a reply (``ExtractorConfig.lesson_grammar``): "Prefer
+    ACTION when" or "Avoid ACTION when" for each of ``actions``, the rest of the reply free."""
+    starts = [f"{verb} {action} when" for verb in LESSON_VERBS for action in actions]
+    return ReplyChoices.build([], free=[chat.encode(start) for start in starts])
+
+
 EMPTY_REASONS = ("empty_list", "empty_text")
 """Rejection reasons that mean the answer held no text to write (:data:`~.prompts.REJECTION_REASONS`)."""
 
@@ -111,6 +134,9 @@ class ExperienceTrack:
         stop = ("\n",) if config.style == "note" else ("</answer>",)
         self.sampling = SamplingParams(max_new_tokens=config.max_new_tokens, temperature=config.temperature, stop=stop)
         self.stats = TrackStats()
+        self.actions: dict[str, None] = {}
+        """Every action of the episodes distilled so far, in the order first seen (a merge's lesson grammar)."""
+        self._grammars: dict[tuple[str, ...], ReplyChoices] = {}
 
     def take_stats(self) -> dict[str, float]:
         """This step's counters as metrics, then zero them."""
@@ -126,9 +152,13 @@ class ExperienceTrack:
             distill_messages(e.instruction, e.success, list(e.messages), entries, self.format)
             for e, entries in zip(episodes, used)
         ]
+        actions = [episode_actions(e) for e in episodes]
+        for taken in actions:
+            self.actions.update(dict.fromkeys(taken))
+        generated = self._generate(prompts, "distill", step, [self._grammar(taken) for taken in actions])
         samples = [
             self.apply_output(sample, text, [e.id for e in entries], step, episode.source)
-            for episode, entries, (sample, text) in zip(episodes, used, self._generate(prompts, "distill", step))
+            for episode, entries, (sample, text) in zip(episodes, used, generated)
         ]
         self.stats.extraction_seconds += time.perf_counter() - started
         return samples
@@ -141,7 +171,10 @@ class ExperienceTrack:
         size = self.format.merge_chunk
         chunks = [[self.bank.get(i) for i in ids[s : s + size]] for s in range(0, len(ids), size)]
         chunks = [chunk for chunk in chunks if len(chunk) > 1]
-        generated = self._generate([merge_messages(chunk, self.format) for chunk in chunks], "merge", step)
+        generated = self._generate(
+            [merge_messages(chunk, self.format) for chunk in chunks], "merge", step,
+            [self._grammar(list(self.actions))] * len(chunks),
+        )
         samples = [
             self.apply_output(sample, text, [e.id for e in chunk], step, f"step{step}/merge")
             for chunk, (sample, text) in zip(chunks, generated)
@@ -161,17 +194,31 @@ class ExperienceTrack:
             self.stats.rejected["refine"] += 1
         return answer
 
-    def _generate(self, prompts: list[list[dict[str, str]]], kind: str, step: int) -> list[tuple[ExtractorSample, str]]:
-        """One batched extractor call; each reply comes back as a sample (tokens, log-probs) and its full text."""
+    def _grammar(self, actions: Sequence[str]) -> ReplyChoices | None:
+        """:func:`lesson_choices` over ``actions``, tokenised once per action list; None (a free reply) without
+        the grammar or without an action."""
+        if not self.config.lesson_grammar or not actions:
+            return None
+        key = tuple(actions)
+        if key not in self._grammars:
+            self._grammars[key] = lesson_choices(self.chat, key)
+        return self._grammars[key]
+
+    def _generate(
+        self, prompts: list[list[dict[str, str]]], kind: str, step: int, choices: list[ReplyChoices | None]
+    ) -> list[tuple[ExtractorSample, str]]:
+        """One batched extractor call; each reply comes back as a sample (tokens, log-probs, the allowed tokens
+        where ``choices`` constrained them) and its full text."""
         if not prompts:
             return []
         prefix = self.chat.encode(self.config.response_prefix) if self.config.response_prefix else []
         contexts = [self.chat.start(m[0]["content"], m[1]["content"]) + prefix for m in prompts]
+        constrained = choices if any(c is not None for c in choices) else None
         out = []
-        for context, completion in zip(contexts, self.engine.generate(contexts, self.sampling)):
+        for context, completion in zip(contexts, self.engine.generate(contexts, self.sampling, choices=constrained)):
             sample = ExtractorSample(kind=kind, step=step)
             sample.extend(context)
-            sample.extend(completion.token_ids, completion.logprobs)
+            sample.extend(completion.token_ids, completion.logprobs, completion.choices)
             out.append((sample, self.config.response_prefix + completion.text))
             self.stats.cut += completion.finish_reason == "length"
         self.stats.outputs += len(out)
