@@ -935,15 +935,20 @@ PROFILES: dict[str, ExperimentConfig] = {
 }
 
 
-EXTRACTOR_SIZES: dict[str, dict[str, str]] = {
+EXTRACTOR_SIZES: dict[str, dict[str, str | dict[str, Any]]] = {
     "smoke": {"tiny-random A": "tiny-random", "tiny-random B": "tiny-random"},
-    "cpu": {"SmolLM2-135M": "smollm2-135m", "Gemma3-270M": "gemma3-270m"},
+    "cpu": {
+        "SmolLM2-135M": "smollm2-135m", "Gemma3-270M": "gemma3-270m",
+        "SmolLM2-135M grammar": {"extractor.model": "smollm2-135m", "extractor.lesson_grammar": True},
+    },
     "gpu": {"Qwen3-1.7B": "Qwen/Qwen3-1.7B", "Qwen3-4B": "Qwen/Qwen3-4B"},
     "paper": {"Qwen3-4B": "Qwen/Qwen3-4B-Thinking-2507", "Qwen3-30B-A3B": "Qwen/Qwen3-30B-A3B-Instruct-2507"},
 }
-"""The extractor-size ablation per profile (label -> extractor model, smaller first; notebook 03). Paper:
-Qwen3-4B vs Qwen3-30B-A3B. cpu: two models that install offline from PyPI (Gemma's is the pretrained, not the
-instruction-tuned, 270M). gpu: the profile's Qwen3-1.7B and the hybrid Qwen3-4B (the paper's size, in the same
+"""The extractor-size ablation per profile (label -> extractor model, or the overrides of that arm's config;
+smaller first; notebook 03). Paper: Qwen3-4B vs Qwen3-30B-A3B. cpu: two models that install offline from PyPI
+(Gemma's is the pretrained, not the instruction-tuned, 270M), and the smaller one again under the lesson grammar
+(:attr:`ExtractorConfig.lesson_grammar`: issue 46 asks whether a grammar it can fill helps where its free text
+does not; comprl's deviation). gpu: the profile's Qwen3-1.7B and the hybrid Qwen3-4B (the paper's size, in the same
 non-thinking mode through the profile's response_prefix). smoke: the tiny random model twice, to exercise the
 notebook."""
 

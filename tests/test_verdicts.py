@@ -80,6 +80,21 @@ def test_single_task_claims_carry_step_0_the_detectable_difference_and_a_verdict
     assert cells[2:5] == ["1.25x", "1.25x", "-0.25x"] and cells[-1] == "reproduced"
 
 
+def test_the_larger_extractor_claim_compares_sizes_and_leaves_the_lesson_grammar_arm_out(tmp_path):
+    rows = [
+        *evals("SmolLM2-135M", [0.3, 0.4, 0.5], guided=[0.3, 0.4, 0.5], key="extractor"),
+        *evals("Gemma3-270M", [0.4, 0.5, 0.6], guided=[0.4, 0.5, 0.6], key="extractor"),
+        *evals("SmolLM2-135M grammar", [0.9, 0.9, 0.9], guided=[0.9, 0.9, 0.9], key="extractor"),
+    ]
+    write(tmp_path, "03_extractor_size", rows)
+    pd.DataFrame({"extractor": ["SmolLM2-135M", "Gemma3-270M", "SmolLM2-135M grammar"],
+                  "lesson_grammar": [False, False, True]}).to_csv(
+        tmp_path / "03_extractor_size" / "summary.csv", index=False)
+    cells = claim(verdicts.claims(tmp_path), "larger extractor")
+    assert cells[0] == "larger extractor (Gemma3-270M over SmolLM2-135M): success with experience, gain"
+    assert cells[3] == "+0.100"  # 0.5 against 0.4 with experience; the grammar arm's 0.9 is no size
+
+
 def test_an_evaluation_with_experience_that_showed_no_entry_is_called_unguided(tmp_path):
     rows = (evals("baseline", [0.2, 0.3, 0.4], env_id=MIXTURE)
             + evals("comp_rl", [0.3, 0.4, 0.5], guided=[0.3, 0.4, 0.5], shown=0.0, env_id=MIXTURE)

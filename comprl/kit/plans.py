@@ -100,21 +100,22 @@ def multitask(
 def extractor_size(
     profile: str,
     env_id: str | None = None,
-    extractors: Mapping[str, str] | None = None,
+    extractors: Mapping[str, str | Mapping[str, Any]] | None = None,
     steps: int | None = None,
     seeds: Sequence[int] = (0,),
     overrides: Mapping[str, Any] | None = None,
 ) -> Plan:
-    """Notebook 03: one comp_rl run per extractor (label -> model, smaller first; None: the profile's pair,
-    :data:`comprl.config.EXTRACTOR_SIZES`) and seed. Keys ``(label, seed)``, names ``comp_rl_<label>_seedN`` with
-    the label in word characters only, as the log lines show it."""
+    """Notebook 03: one comp_rl run per extractor (label -> model, or the overrides that make that arm, e.g.
+    ``{"extractor.model": "smollm2-135m", "extractor.lesson_grammar": True}``; smaller first; None: the
+    profile's, :data:`comprl.config.EXTRACTOR_SIZES`) and seed. Keys ``(label, seed)``, names
+    ``comp_rl_<label>_seedN`` with the label in word characters only, as the log lines show it."""
     extractors = extractors or EXTRACTOR_SIZES[profile]
+    arms = {label: {"extractor.model": arm} if isinstance(arm, str) else dict(arm) for label, arm in extractors.items()}
     configs = {
         (label, seed): make_config(
-            profile, env_id=env_id, method="comp_rl", steps=steps, seed=seed,
-            **{**(overrides or {}), "extractor.model": model},
+            profile, env_id=env_id, method="comp_rl", steps=steps, seed=seed, **{**(overrides or {}), **arm}
         )
-        for label, model in extractors.items() for seed in seeds
+        for label, arm in arms.items() for seed in seeds
     }
     return Plan(configs, lambda label, seed: f"comp_rl_{_slug(label)}_seed{seed}")
 

@@ -119,9 +119,14 @@ def claims(root: Path) -> list[str]:
     if multi is not None:
         out += _mixture_claims(multi)
     sizes = frames["03_extractor_size"]
-    if sizes is not None and sizes["extractor"].nunique() >= 2:
+    # the arms that differ in size alone: in the notebook's order (the smallest first), without the lesson grammar
+    table = _read(root, "03_extractor_size", "summary.csv")
+    grammar = set() if table is None or "lesson_grammar" not in table else set(
+        table.loc[table["lesson_grammar"].astype(bool), "extractor"]
+    )
+    names = [] if sizes is None else [name for name in dict.fromkeys(sizes["extractor"]) if name not in grammar]
+    if len(names) >= 2:
         side = _sides(sizes, "extractor")
-        names = list(dict.fromkeys(sizes["extractor"]))  # in the notebook's order: the smallest first
         small, large = names[0], names[-1]
         before = difference(side(large, "guided_success_before"), side(small, "guided_success_before"))[0]
         change = difference(side(large, "guided_success_after"), side(small, "guided_success_after"))
