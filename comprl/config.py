@@ -291,7 +291,7 @@ class ExtractorConfig(OptimConfig):
     """With ``style="note"``: every distillation and merge reply begins "Prefer ACTION when" or "Avoid ACTION
     when", the verb and ACTION drawn by the extractor under constrained choice (:mod:`comprl.llm.choice`: its
     distribution renormalised over the allowed tokens, the trainer's log-probs the same), ACTION one of the
-    actions the episode's replies gave (a merge: of every episode the track has distilled); the rest of the line is
+    actions the episode's replies gave (a merge: one its chunk's lessons name); the rest of the line is
     the extractor's own. Where an episode gave no action the reply is free. For extractors too small to write a
     usable free lesson: SmolLM2-135M's free notes in the cpu rerun of 2026-12-02 were a median 8 words, and of
     its longest 5% half repeated a third of their 4-word runs while the rest told stories beside the task

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
+from comprl.experience.bank import Embedder, Entry, ExperienceBank, NewEntry, Write
 from comprl.envs import make
-from comprl.experience.extractor.track import LESSON_VERBS, ExperienceTrack, episode_actions
+from comprl.experience.extractor.track import LESSON_VERBS, ExperienceTrack, episode_actions, lesson_actions
 from comprl.actor.rollout import RolloutConfig, run_episodes
 from comprl.experience.extractor.trainer import ExtractorConfig, ExtractorSample
 
@@ -118,13 +118,26 @@ def test_the_lesson_grammar_begins_every_lesson_with_a_verb_and_an_action_of_its
         assert any(content.startswith(f"{verb} {action} when") for verb in LESSON_VERBS for action in actions), content
         assert any(len(allowed) > 1 for allowed in sample.choices.values())  # the verb and the action were choices
     assert_logprobs_match_fresh_pass(tiny[0], tiny[1].pad_token_id, samples, config.temperature)
-    assert list(track.actions) == list(dict.fromkeys(a for e in episodes for a in episode_actions(e)))
-    merges = track.merge(step=1)  # 3 live entries: one chunk, whose lesson may name any action distilled so far
+    lessons = [bank.get(i) for s in samples for i in s.entry_ids]
+    named = lesson_actions(lessons)
+    assert named == list(dict.fromkeys(content.split(" when")[0].split(" ", 1)[1] for content in
+                                       (lesson.content for lesson in lessons)))
+    merges = track.merge(step=1)  # 3 live entries: one chunk, whose lesson may name an action its lessons name
     assert [s.kind for s in merges] == ["merge"]
     (merged,) = merges[0].entry_ids
     content = bank.get(merged).content
-    assert any(content.startswith(f"{verb} {action} when") for verb in LESSON_VERBS for action in track.actions)
+    assert any(content.startswith(f"{verb} {action} when") for verb in LESSON_VERBS for action in named), content
     bank.close()
+
+
+def test_lesson_actions_are_the_actions_the_grammars_lessons_name():
+    def entry(content):
+        return Entry(0, ROOM, content[:10], content, created_step=0, updated_step=0, uses=0, successes=0, parents=(),
+                     deleted=False)
+
+    lessons = [entry("Prefer east when the stairs are east."), entry("Avoid north when"), entry("Go east."),
+               entry("Prefer east when lit."), entry("Prefer  when empty."), entry("Avoid south")]
+    assert lesson_actions(lessons) == ["east", "north"]
 
 
 def test_episode_actions_are_the_answers_its_replies_gave_once_each():

@@ -126,6 +126,22 @@ def test_a_run_killed_after_logging_a_step_resumes_to_the_same_rows(tmp_path, un
     assert all(m["dtype"] == "float32" and m["device"].startswith("CPU: ") and m["cores"] >= 1 for m in machines)
 
 
+def test_a_run_under_the_lesson_grammar_resumes_to_the_same_rows(tmp_path):
+    # the merges' grammar reads its actions from the bank's lessons, which the checkpoint holds: no state is lost
+    grammar = smoke(**{"extractor.lesson_grammar": True, "rollout.constrained_actions": True})
+    whole = run_experiment(grammar, tmp_path / "whole", name="run", progress=False)
+    rows = deterministic(whole)
+    assert rows.loc[rows["phase"] == "train", "manager_merges"].sum() > 0
+    import duckdb
+
+    with duckdb.connect(str(whole.path / "bank.duckdb"), read_only=True) as bank:
+        lessons = [content for (content,) in bank.execute("SELECT content FROM entries").fetchall()]
+    assert lessons and all(lesson.split(" ", 1)[0] in ("Prefer", "Avoid") and " when" in lesson for lesson in lessons)
+    assert run_killed(grammar, tmp_path / "killed", 3) == -signal.SIGKILL
+    resumed = run_experiment(grammar, tmp_path / "killed", name="run", progress=False, resume=True)
+    pd.testing.assert_frame_equal(deterministic(resumed), rows)
+
+
 def test_a_run_trained_with_gradient_checkpointing_resumes_without_it_to_the_same_rows(tmp_path, uninterrupted):
     # steps 1-2 trained with both learners' activations recomputed; the resumed steps keep them: same rows, bit
     # for bit, as the uninterrupted run that never recomputed (the smoke profile's default)

@@ -93,6 +93,19 @@ def episode_actions(episode: Episode) -> list[str]:
     return list(dict.fromkeys(a for a in answers if a))
 
 
+def lesson_actions(entries: Sequence[Entry]) -> list[str]:
+    """The distinct actions that lessons of the lesson grammar among ``entries`` name ("Prefer ACTION when ...",
+    "Avoid ACTION when ..."), in the order first named: what a merge of them may speak of. Read from the bank's
+    entries, so a resumed run merges as the uninterrupted one would."""
+    named = []
+    for entry in entries:
+        verb, _, rest = entry.content.partition(" ")
+        action, when, _ = rest.partition(" when")
+        if verb in LESSON_VERBS and when and action:
+            named.append(action)
+    return list(dict.fromkeys(named))
+
+
 def lesson_choices(chat: ChatFormat, actions: Sequence[str]) -> ReplyChoices:
     """The lesson grammar's admissible beginnings of a reply (``ExtractorConfig.lesson_grammar``): "Prefer
     ACTION when" or "Avoid ACTION when" for each of ``actions``, the rest of the reply free."""
@@ -134,8 +147,6 @@ class ExperienceTrack:
         stop = ("\n",) if config.style == "note" else ("</answer>",)
         self.sampling = SamplingParams(max_new_tokens=config.max_new_tokens, temperature=config.temperature, stop=stop)
         self.stats = TrackStats()
-        self.actions: dict[str, None] = {}
-        """Every action of the episodes distilled so far, in the order first seen (a merge's lesson grammar)."""
         self._grammars: dict[tuple[str, ...], ReplyChoices] = {}
 
     def take_stats(self) -> dict[str, float]:
@@ -152,10 +163,7 @@ class ExperienceTrack:
             distill_messages(e.instruction, e.success, list(e.messages), entries, self.format)
             for e, entries in zip(episodes, used)
         ]
-        actions = [episode_actions(e) for e in episodes]
-        for taken in actions:
-            self.actions.update(dict.fromkeys(taken))
-        generated = self._generate(prompts, "distill", step, [self._grammar(taken) for taken in actions])
+        generated = self._generate(prompts, "distill", step, [self._grammar(episode_actions(e)) for e in episodes])
         samples = [
             self.apply_output(sample, text, [e.id for e in entries], step, episode.source)
             for episode, entries, (sample, text) in zip(episodes, used, generated)
@@ -173,7 +181,7 @@ class ExperienceTrack:
         chunks = [chunk for chunk in chunks if len(chunk) > 1]
         generated = self._generate(
             [merge_messages(chunk, self.format) for chunk in chunks], "merge", step,
-            [self._grammar(list(self.actions))] * len(chunks),
+            [self._grammar(lesson_actions(chunk)) for chunk in chunks],
         )
         samples = [
             self.apply_output(sample, text, [e.id for e in chunk], step, f"step{step}/merge")
