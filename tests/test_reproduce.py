@@ -51,6 +51,8 @@ def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_pat
     assert "- elapsed wall time: " in report and " calls (overlaps counted once)" in report
     assert "Actor instruction, `comprl/Room-Ultimate-5x5-v0`" in report and "transformers " in report
     assert "## 02_multitask\n\nNot run." in report and "Notes from" not in report
+    assert ("**Partial: the reproduction is under way.** Not finished: `02_multitask`, `03_extractor_size`, "
+            "`04_ablations`, `05_latency_analysis`.") in report
     # where each run computed, every run counted once
     where = re.search(r"^- where the runs computed \(each run's `machines.jsonl`\): (.+)$", report, re.MULTILINE)
     counted = [int(n) for n in re.findall(r": (\d+) runs?(?:;|$)", where[1])]
@@ -70,7 +72,23 @@ def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_pat
     before = (root / "01_single_task" / "01_single_task.ipynb").stat().st_mtime
     assert main(args) == 0  # finished notebooks are not executed again
     assert (root / "01_single_task" / "01_single_task.ipynb").stat().st_mtime == before
+    (results / "REPORT.md").unlink()
+    assert main(["reproduce", "--profile", "smoke", "--results", str(results), "--report"]) == 0  # runs nothing
+    assert (root / "01_single_task" / "01_single_task.ipynb").stat().st_mtime == before
+    assert "## 01_single_task" in (results / "REPORT.md").read_text()
     capsys.readouterr()
+
+
+def test_a_report_of_a_finished_reproduction_is_not_called_partial(tmp_path):
+    root = tmp_path / "smoke"
+    root.mkdir()
+    finished = {step.notebook: {"seconds": 60.0, "calls": [], "finished": "2026-12-02T10:00:00+00:00"}
+                for step in reproduce.STEPS}
+    (root / "reproduce.json").write_text(json.dumps(finished))
+    assert "Partial" not in reproduce.write_report("smoke", tmp_path).read_text()
+    del finished["04_ablations"]["finished"]
+    (root / "reproduce.json").write_text(json.dumps(finished))
+    assert "Not finished: `04_ablations`." in reproduce.write_report("smoke", tmp_path).read_text()
 
 
 def test_jobs_go_to_the_notebooks_that_take_them_and_must_fit_the_cores(tmp_path, monkeypatch, capsys):

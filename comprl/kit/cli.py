@@ -9,6 +9,7 @@
     comprl reproduce --profile cpu               # every notebook, then results/REPORT.md (comprl.kit.reproduce)
     comprl reproduce --profile cpu --jobs 2      # the same, two runs at once, one core each
     comprl reproduce --profile cpu --check       # every notebook cut to one step, one seed: does it all run here?
+    comprl reproduce --profile cpu --report      # REPORT.md from what has finished so far, running nothing
     comprl export results/demo/01_single_task/comp_rl_seed0 bundle/    # a run as a bundle (comprl.kit.export)
     comprl eval bundle/ --episodes 32 --csv eval.csv     # held-out success, 95% Wilson intervals (comprl.kit.evaluate)
     comprl compact results/cpu      # finished runs' DuckDB files as checked Parquet (comprl.kit.compact)
@@ -101,6 +102,11 @@ def main(argv: list[str] | None = None) -> int:
         "the resource plan: memory, GPUs, tokens and time per step",
     )
     again.add_argument(
+        "--report", action="store_true",
+        help="write RESULTS/REPORT.md from what the notebooks have written under RESULTS/<profile>/ so far, running "
+        "nothing: while the reproduction is under way the report says which notebooks have not finished",
+    )
+    again.add_argument(
         "--throughput", type=Path, default=None, metavar="FILE",
         help="with --dry-run: a measurement of benchmarks/rollout_throughput.py --json to turn the token budget into "
         "step times (default: the files in RESULTS/throughput/ measured on the profile's kind of device)",
@@ -174,8 +180,12 @@ def main(argv: list[str] | None = None) -> int:
         from comprl.kit import reproduce
         from comprl.kit.planner import ThroughputError
 
-        if args.dry_run and args.check:
-            parser.error("--check executes a cut-down reproduction and --dry-run plans the whole one: give one")
+        if sum((args.dry_run, args.check, args.report)) > 1:
+            parser.error("--check executes a cut-down reproduction, --dry-run plans the whole one and --report writes "
+                         "the report of what has run: give one")
+        if args.report:
+            print(f"comprl: report in {reproduce.write_report(args.profile, args.results.resolve())}")
+            return 0
         if args.dry_run:
             try:
                 print(

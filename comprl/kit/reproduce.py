@@ -480,6 +480,13 @@ def write_report(profile: str, results: Path) -> Path:
     configs = [
         ExperimentConfig.from_dict(json.loads(path.read_text())) for path in sorted(root.glob("*/**/config.json"))
     ]
+    unfinished = [step.notebook for step in STEPS if not times.get(step.notebook, {}).get("finished")]
+    partial = [
+        f"**Partial: the reproduction is under way.** Not finished: {', '.join(f'`{n}`' for n in unfinished)}. The "
+        "claims below rest on the notebooks that finished, and on the finished runs of the others where their "
+        "tables were written; a claim whose notebook has not run is absent.",
+        "",
+    ] if unfinished else []
     lines = [
         f"# comprl reproduction report: profile `{profile}`",
         "",
@@ -488,6 +495,7 @@ def write_report(profile: str, results: Path) -> Path:
         "Paper: Complementary RL (arXiv 2603.17621). The paper's claims are about 7B actors; read this profile's "
         "numbers as a check of direction at its scale, with the spread over seeds.",
         "",
+        *partial,
         "## Claims",
         "",
         f'A claim is "reproduced" where our change points the paper\'s way beyond {NOISE_ERRORS:g} standard errors of '
