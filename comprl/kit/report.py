@@ -226,18 +226,21 @@ def plot_heldout(metrics: pd.DataFrame, ax: Any = None) -> Any:
                    linewidth=0.4, label=label if position == 0 or label not in ax.get_legend_handles_labels()[1]
                    else None)
             low, high = t_interval(seeds)
+            top = seeds.max()
             if not pd.isna(low):
                 low, high = max(low, 0.0), min(high, 1.0)
                 ax.errorbar(x, seeds.mean(), yerr=[[seeds.mean() - low], [high - seeds.mean()]], color="black",
                             capsize=3, linewidth=0.8)
+                top = max(top, high)
             ax.scatter([x] * len(seeds), seeds, color="black", s=10, zorder=3)
-            if unguided:
-                ax.annotate("unguided", (x, seeds.mean()), rotation=90, fontsize=6, ha="center", va="bottom")
+            if unguided:  # above its interval and points, clear of both
+                ax.annotate("unguided", (x, top), xytext=(0, 3), textcoords="offset points", rotation=90, fontsize=6,
+                            ha="center", va="bottom")
     ax.set_xticks(range(len(methods)), methods)
     ax.set_ylabel("held-out success")
     ax.set_title("held-out success per seed, mean and 95% t interval (within [0, 1])", fontsize=9)
     ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the axes: no bar hides behind it
     fig.tight_layout()
     return fig
 
