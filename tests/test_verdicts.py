@@ -115,6 +115,16 @@ def test_an_evaluation_with_experience_that_showed_no_entry_is_called_unguided(t
     assert claim(claims, "3-task Table 1, Baseline GRPO")[-1] == "-"  # the reference of the others
 
 
+def test_the_papers_mixture_keeps_a_row_where_notebook_02_trained_another(tmp_path):
+    laptop = "room_lit+room_dark"
+    write(tmp_path, "02_multitask", evals("baseline", [0.2, 0.3], env_id=laptop)
+          + evals("comp_rl", [0.3, 0.4], guided=[0.3, 0.4], env_id=laptop))
+    cells = claim(verdicts.claims(tmp_path), "3-task Table 1 (the paper's mixture")
+    assert cells[1] == "+0.070" and cells[3] == "not run" and cells[-1].startswith("not a test: not run here")
+    write(tmp_path, "02_multitask", evals("baseline", [0.2, 0.3], env_id=MIXTURE))
+    assert not any("the paper's mixture" in c for c in verdicts.claims(tmp_path))  # it ran: its own rows
+
+
 def test_a_seed_that_collapsed_is_counted_though_the_mean_over_seeds_hides_it(tmp_path):
     def train(variant: str, seed: int, curve: list[float]) -> list[dict]:
         return [{"run": f"{variant}_seed{seed}", "variant": variant, "method": "comp_rl", "env_id": ROOM,
