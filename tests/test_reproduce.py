@@ -308,10 +308,14 @@ def test_dry_run_says_how_far_a_reproduction_has_come(tmp_path, capsys):
     runs.Run.create(folder, make_config("smoke", method="comp_rl", seed=0), "comp_rl_seed0").mark_finished()
     under_way = runs.Run.create(folder, make_config("smoke", method="baseline", seed=0), "baseline_seed0")
     checkpoint.save(under_way.path, 1, None, None)
+    under_way.record_machine({"device": "CPU: made up for the test", "dtype": "float32", "cores": 1}, 0)
     # a finished run of another config is not one of 01's
     runs.Run.create(folder, make_config("smoke", method="static", seed=7), "static_seed0").mark_finished()
     assert main(["reproduce", "--profile", "smoke", "--dry-run", "--results", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
+    # where the runs computed, beside the plan that prices another machine's rates
+    assert "  where the runs computed (each run's `machines.jsonl`): CPU: made up for the test, float32, 1 core: 1 " \
+        "run;" in printed
     assert "01_single_task: 4 runs, 2 steps each; 1 finished, 1 under way (at step 1), 2 to start" in printed
     # 02 would copy 01's finished comp_rl run; the baseline under way in 01's folder is 01's to finish
     assert "02_multitask: 6 runs, 2 steps each; 1 finished, 0 under way, 5 to start" in printed

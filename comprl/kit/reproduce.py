@@ -385,8 +385,9 @@ def dry_run(
     jobs: int = 1,
 ) -> str:
     """Build every config the reproduction would run (each is validated as it is built) and the resource plan;
-    with ``results``, also how far a reproduction there has come, per notebook (:func:`_progress`), and, next to
-    each notebook's planned time and floor, the wall time its ``reproduce.json`` recorded.
+    with ``results``, also how far a reproduction there has come, per notebook (:func:`_progress`), where its runs
+    computed (:func:`_machines`), and, next to each notebook's planned time and floor, the wall time its
+    ``reproduce.json`` recorded.
 
     ``throughput``: a measurement file of ``benchmarks/rollout_throughput.py --json`` (:func:`load_throughput`)
     that turns the token budget into step times. Without one, the measurements under ``throughput_dir`` (default
@@ -404,6 +405,8 @@ def dry_run(
         its = runs[step.notebook]
         done = f"; {_progress(profile, results, step, its)}" if its and results is not None else ""
         lines.append(f"  {step.notebook}: {len(its)} runs" + (f", {its[0].steps} steps each" if its else "") + done)
+    if results is not None:  # the actual times below come from these machines, not necessarily the plan's
+        lines += [f"  {line[2:]}" for line in _machines(results / profile)]
     folder = THROUGHPUT_DIR if throughput_dir is None else Path(throughput_dir)
     if throughput is not None:
         measured, elsewhere = [load_throughput(throughput)], []
