@@ -183,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         if sum((args.dry_run, args.check, args.report)) > 1:
             parser.error("--check executes a cut-down reproduction, --dry-run plans the whole one and --report writes "
                          "the report of what has run: give one")
+        if args.throughput is not None and not args.dry_run:
+            parser.error("--throughput only applies with --dry-run")
         if args.report:
             print(f"comprl: report in {reproduce.write_report(args.profile, args.results.resolve())}")
             return 0
@@ -196,8 +198,6 @@ def main(argv: list[str] | None = None) -> int:
             except (ThroughputError, ValueError) as err:  # a bad measurement, --jobs, or a config the profile builds
                 raise SystemExit(f"comprl: {err}")
             return 0
-        if args.throughput is not None:
-            parser.error("--throughput only applies with --dry-run")
         report = reproduce.reproduce(
             args.profile, args.results.resolve(), force=args.force, only=args.only, jobs=args.jobs,
             tracker=args.tracker, check=args.check,

@@ -508,8 +508,8 @@ def write_report(profile: str, results: Path) -> Path:
         "for the untrained actor (the first evaluation of the same runs). `this run - paper` sets our number against "
         "the paper's, which comes from 7B models: context, not the test (the verdict reads our change). `shown an "
         "entry` counts the evaluation episodes with experience that the bank gave an entry, over seeds; an evaluation "
-        "that showed none was "
-        'unguided and is labelled so. Success is held-out success; a mixture\'s is the average over its tasks.',
+        'that showed none was unguided and is labelled so. Success is held-out success; a mixture\'s is the average '
+        "over its tasks.",
         "",
         *claims(root),
         "",

@@ -118,7 +118,7 @@ def claims(root: Path) -> list[str]:
     multi = frames["02_multitask"]
     if multi is not None:
         out += _mixture_claims(multi)
-        if not any(sorted(env_id.split("+")) == sorted(PAPER_MIXTURE) for env_id in multi["env_id"].unique()):
+        if not any(_is_paper_mixture(env_id) for env_id in multi["env_id"].unique()):
             out.append(_paper_mixture_not_run())
     sizes = frames["03_extractor_size"]
     # the arms that differ in size alone: in the notebook's order (the smallest first), without the lesson grammar
@@ -162,6 +162,11 @@ def claims(root: Path) -> list[str]:
     return out if len(out) > len(HEADER) else ["No notebook results yet."]
 
 
+def _is_paper_mixture(env_id: str) -> bool:
+    """Whether a run's ``env_id`` (a mixture's is its tasks joined by "+") is the paper's Table 1 mixture."""
+    return sorted(env_id.split("+")) == sorted(PAPER_MIXTURE)
+
+
 def _paper_mixture_not_run() -> str:
     """The row that keeps the paper's mixture in the table where notebook 02 trained only others (the cpu profile's
     ``laptop-2``): what the paper reports, and why it is no test here."""
@@ -187,7 +192,7 @@ def _mixture_claims(frame: pd.DataFrame) -> list[str]:
         if "baseline" not in set(runs["method"]):
             continue
         base_after, base_before = side("baseline", "success_after"), side("baseline", "success_before")
-        if sorted(tasks) == sorted(PAPER_MIXTURE):
+        if _is_paper_mixture(env_id):
             for label, method, guided in paper.TABLE_ROWS:
                 if method not in set(runs["method"]):
                     continue

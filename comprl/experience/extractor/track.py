@@ -221,9 +221,8 @@ class ExperienceTrack:
             return []
         prefix = self.chat.encode(self.config.response_prefix) if self.config.response_prefix else []
         contexts = [self.chat.start(m[0]["content"], m[1]["content"]) + prefix for m in prompts]
-        constrained = choices if any(c is not None for c in choices) else None
         out = []
-        for context, completion in zip(contexts, self.engine.generate(contexts, self.sampling, choices=constrained)):
+        for context, completion in zip(contexts, self.engine.generate(contexts, self.sampling, choices=choices)):
             sample = ExtractorSample(kind=kind, step=step)
             sample.extend(context)
             sample.extend(completion.token_ids, completion.logprobs, completion.choices)
