@@ -92,6 +92,14 @@ def test_a_compacted_run_is_reused_linked_and_found_as_finished(finished, copy, 
     assert newest_run(tmp_path).path.resolve() == copy.path.resolve()
 
 
+def test_run_experiments_with_compact_compacts_the_plan_s_finished_runs_and_leaves_links(finished, copy, tmp_path):
+    runs = run_experiments({"again": finished.config()}, tmp_path / "02", reuse=[copy.path.parent], compact=True)
+    assert runs["again"].path.is_symlink() and not copy.compacted  # a link: compacted where it lives, if at all
+    runs = run_experiments({copy.path.name: finished.config()}, copy.path.parent, compact=True)
+    assert runs[copy.path.name].compacted and names(copy) >= PARQUET and not copy.db_path.exists()
+    pd.testing.assert_frame_equal(runs[copy.path.name].metrics(), finished.metrics())
+
+
 def test_a_compacted_run_refuses_rows_and_rollback_and_clear_removes_its_parquet(copy):
     compact(copy)
     with pytest.raises(ValueError, match="cannot log a row into .*: the run is finished and compacted"):

@@ -91,13 +91,14 @@ def test_two_runs_at_once_log_the_rows_of_the_same_runs_one_after_another(tmp_pa
 
     with monkeypatch.context() as patch:
         patch.setattr("comprl.loop.run_experiment", not_here)
-        at_once = run_experiments(plan(), tmp_path / "parallel", jobs=2)
+        at_once = run_experiments(plan(), tmp_path / "parallel", jobs=2, compact=True)
 
     assert list(at_once) == list(plan())  # plan order
     assert sorted(started.pids) == sorted(plan()) and len(set(started.pids.values())) == 2  # a process per run
     assert os.getpid() not in started.pids.values() and all(map(gone, started.pids.values()))
     for name, run in at_once.items():
         assert run.finished and run.path == tmp_path / "parallel" / name
+        assert run.compacted and not one_by_one[name].compacted  # each as its worker ended (compact=True)
         pd.testing.assert_frame_equal(rows(run), rows(one_by_one[name]))
     # the workers' log lines are logged here, whole
     assert (

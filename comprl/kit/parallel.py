@@ -54,6 +54,7 @@ def run_experiments(
     resume: bool = True,
     callback: MetricsCallback | None = None,
     reuse: Sequence[str | Path] = (),
+    compact: bool = False,
 ) -> dict[str, Run]:
     """Run every experiment of ``plan`` (run name -> config) into ``output_dir/<name>``; return the runs in plan order.
 
@@ -75,6 +76,11 @@ def run_experiments(
     ``reuse`` (with ``resume``): folders of earlier results (other notebooks' output folders, say); a run of the
     plan with no folder yet, whose exact config finished in a run folder directly under one of them, is linked
     to that run (:func:`comprl.runs.link_finished`: a relative symbolic link) instead of trained again.
+    ``compact``: each finished run folder of the plan is compacted (:func:`comprl.kit.compact.compact`: its DuckDB
+    files become checked Parquet) as soon as its run ends, not after the whole plan: ``comprl reproduce`` sets it,
+    so that a run that finishes while the others go on is already stored as the files git tracks (the DuckDB files
+    and checkpoints are ignored there), in case the machine stops before the plan does. Linked runs are left as
+    they are (compacted where they live).
 
     A run that fails raises its exception here (with the worker's traceback as its cause) as soon as it fails;
     the other runs going on are then stopped, as they are on a KeyboardInterrupt, and continue from their last
@@ -99,6 +105,8 @@ def run_experiments(
                 config, output_dir, name=name, callback=pace.wrap(name, callback), resume=resume
             )
             pace.run_done(name)
+            if compact:
+                _compact(runs[name].path)
         return runs
 
     # finished runs are checked (the same config?) and returned here, with no process to start
@@ -106,9 +114,19 @@ def run_experiments(
         name: run_experiment(config, output_dir, name=name, progress=False, resume=True)
         for name, config in plan.items() if resume and Run(Path(output_dir) / name).finished
     }
+    for run in runs.values() if compact else ():
+        _compact(run.path)
     left = {name: config for name, config in plan.items() if name not in runs}
-    paths = _run_pinned(left, str(output_dir), cores[:jobs], resume, pace) if left else {}
+    paths = _run_pinned(left, str(output_dir), cores[:jobs], resume, pace, compact) if left else {}
     return {name: runs[name] if name in runs else Run(Path(paths[name])) for name in plan}
+
+
+def _compact(folder: Path) -> None:
+    """Compact the finished run folder ``folder`` (not a link to a run stored elsewhere), logging what it did."""
+    from comprl.kit.compact import compact
+
+    if not folder.is_symlink():
+        log.info("%s", compact(folder).line())
 
 
 def _steps_left(config: ExperimentConfig, path: Path, resume: bool) -> int:
@@ -229,11 +247,12 @@ def check_jobs(jobs: int) -> list[int]:
 
 
 def _run_pinned(
-    plan: dict[str, ExperimentConfig], output_dir: str, cores: list[int], resume: bool, pace: _Pace
+    plan: dict[str, ExperimentConfig], output_dir: str, cores: list[int], resume: bool, pace: _Pace,
+    compact: bool = False,
 ) -> dict[str, str]:
     """Every run of ``plan`` in a spawned process on one of ``cores``, at most one per core at a time, in plan
-    order; the run folders by name, the ETA logged by ``pace`` after each training step. Raises the first failure
-    after stopping the processes still running."""
+    order; the run folders by name, the ETA logged by ``pace`` after each training step, each compacted as its
+    process ends with ``compact``. Raises the first failure after stopping the processes still running."""
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: no threads or torch state of this one
     waiting = list(plan.items())
     free = list(cores)
@@ -292,6 +311,8 @@ def _run_pinned(
                     raise error from WorkerTraceback(remote)
                 paths[name] = message[1]
                 log.info("%s: done (%d of %d runs)", name, len(paths), len(plan))
+                if compact:  # its process has ended: nothing writes the folder any more
+                    _compact(Path(paths[name]))
     finally:
         _stop([process for _, _, process in running.values()])
     return paths

@@ -242,9 +242,10 @@ def reproduce(
 ) -> Path:
     """Execute the notebooks of :data:`STEPS` (or those named in ``only``) with ``profile``; write the report.
     ``jobs``: runs at once, one core each, in the notebooks that take a ``jobs`` parameter; ``tracker``: where every
-    run streams its rows (:mod:`comprl.tracking`; None: the profile's), set in each notebook's overrides. Once a
-    notebook finished, its finished runs are compacted (:mod:`comprl.kit.compact`: Parquet in place of DuckDB), ready
-    to commit; runs still going keep DuckDB.
+    run streams its rows (:mod:`comprl.tracking`; None: the profile's), set in each notebook's overrides. Each run is
+    compacted as it finishes (:mod:`comprl.kit.compact`: Parquet in place of DuckDB; the notebooks' ``compact``
+    parameter), ready to commit while the others go on, and once a notebook finished, every finished run in its
+    folder; runs still going keep DuckDB.
 
     ``check``: every notebook with its parameters :func:`shrunk` (one step, one seed, a few episodes), into
     ``results/check/`` (emptied first; its report is ``results/check/REPORT.md``), to see in minutes that the
@@ -285,6 +286,8 @@ def reproduce(
             params["jobs"] = jobs
         if "reuse" in takes:  # a finished run of the same config (a reference run, or an earlier notebook's) is linked
             params["reuse"] = _reused(profile, results, step)
+        if "compact" in takes:
+            params["compact"] = True
         if check:
             params = shrunk(params, takes)
         entry = done.setdefault(step.notebook, {})
