@@ -1,6 +1,10 @@
-"""comprl.ray_start: a local Ray node that is slow to register (a busy machine) is started once more."""
+"""comprl.ray_start: a local Ray node that is slow to register (a busy machine) is started once more; what every
+Ray process imports does not build parsers it never uses."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import pytest
 
@@ -31,3 +35,13 @@ def test_a_local_start_that_times_out_is_tried_again_and_other_failures_are_rais
     monkeypatch.setattr(ray, "init", lambda **_: (_ for _ in ()).throw(Exception("timed out during startup")))
     with pytest.raises(Exception, match="timed out"), pytest.warns(UserWarning):
         start_ray(attempts=2)  # the second timeout is raised
+
+
+def test_importing_ray_does_not_build_jsonschema_s_iri_parsers():
+    """Each of a local node's Python processes imports ray, hence jsonschema's format checkers: with rfc3987-syntax
+    among them (jsonschema 4.24+) that alone took 2.9 s of CPU per process on a slow core (pyproject.toml's cap)."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, ray; print('rfc3987_syntax' in sys.modules)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()[-1]
+    assert loaded == "False", "ray's import loaded rfc3987_syntax: is jsonschema >= 4.24 installed?"
