@@ -569,3 +569,19 @@ def test_two_reproductions_side_by_side_keep_each_others_wall_times(tmp_path, mo
     assert all("finished" in times[name] and times[name]["seconds"] >= 0.5 for name in times)
     assert not list((tmp_path / "smoke").glob("*.tmp"))
     capsys.readouterr()
+
+
+def test_the_report_s_machine_and_code_lines_count_finished_runs_only_the_dry_run_s_all(tmp_path):
+    from comprl.kit.reproduce import _machines
+
+    line = {"after_step": 0, "device": "CPU: test", "cores": 1, "dtype": "float32", "code": "a" * 40}
+    for name, finished in (("done", True), ("under_way", False)):
+        folder = tmp_path / "02_multitask" / name
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+        (folder / "machines.jsonl").write_text(json.dumps(line) + "\n")
+        if finished:
+            (folder / "finished").write_text("2026-12-02T00:00:00+00:00\n")
+    where, code = _machines(tmp_path, finished_only=True)
+    assert "2 runs" in _machines(tmp_path)[0]  # the dry run counts the run under way too
+    assert "CPU: test, float32, 1 core: 1 run" in where and f"{'a' * 12}: 1 run" in code

@@ -484,7 +484,7 @@ def write_report(profile: str, results: Path) -> Path:
         json.loads((root / "reproduce.json").read_text()) if (root / "reproduce.json").exists() else {}
     )
     configs = [
-        ExperimentConfig.from_dict(json.loads(path.read_text())) for path in sorted(root.glob("*/**/config.json"))
+        ExperimentConfig.from_dict(json.loads((run / "config.json").read_text())) for run in _run_folders(root, True)
     ]
     unfinished = [step.notebook for step in STEPS if not times.get(step.notebook, {}).get("finished")]
     partial = [
@@ -540,7 +540,7 @@ def write_report(profile: str, results: Path) -> Path:
             lines += [f"`{table.name}`:", "", _markdown(pd.read_csv(table)), ""]
         for figure in sorted(folder.glob("*.png")):
             lines += [f"![{figure.stem}]({figure.relative_to(results).as_posix()})", ""]
-    lines += ["## Setup", "", *_setup(profile, configs, times, _machines(root)), ""]
+    lines += ["## Setup", "", *_setup(profile, configs, times, _machines(root, True)), ""]
     if (root / NOTES).exists():
         link = (root / NOTES).relative_to(results).as_posix()
         lines += ["## Notes from whoever ran it", "", f"The working notes of this reproduction: [{link}]({link}).", ""]
@@ -597,13 +597,23 @@ def _setup(
     return out
 
 
-def _machines(root: Path) -> list[str]:
+def _run_folders(root: Path, finished_only: bool) -> list[Path]:
+    """The run folders under ``root``, in name order; with ``finished_only`` the finished ones, on which the report
+    rests (a run still under way is neither committed nor in a table yet)."""
+    from comprl.runs import FINISHED
+
+    folders = [path.parent for path in sorted(root.glob("*/**/config.json"))]
+    return [folder for folder in folders if (folder / FINISHED).exists() or not finished_only]
+
+
+def _machines(root: Path, finished_only: bool = False) -> list[str]:
     """Where the runs under ``root`` computed (:data:`comprl.runs.MACHINES`), each run counted once (a linked run
     where it lives) under every machine one of its calls ran on: a reproduction spread over sessions may mix CPUs
-    that compute in bfloat16 and in float32."""
+    that compute in bfloat16 and in float32. The report counts the finished runs only (``finished_only``), the dry
+    run those under way too."""
     from comprl.runs import MACHINES, Run
 
-    runs = {path.parent.resolve(): Run(path.parent) for path in sorted(root.glob("*/**/config.json"))}
+    runs = {folder.resolve(): Run(folder) for folder in _run_folders(root, finished_only)}
     counts: dict[str, int] = {}
     codes: dict[str, int] = {}
     for run in runs.values():
