@@ -122,11 +122,12 @@ def run_experiments(
 
 
 def _compact(folder: Path) -> None:
-    """Compact the finished run folder ``folder`` (not a link to a run stored elsewhere), logging what it did."""
-    from comprl.kit.compact import compact
+    """Compact the finished run folder ``folder`` with :func:`comprl.kit.compact.compact_paths`, which logs what it
+    compacted and skips a link to a run stored elsewhere."""
+    from comprl.kit.compact import compact_paths
 
-    if not folder.is_symlink():
-        log.info("%s", compact(folder).line())
+    for _ in compact_paths([folder]):
+        pass
 
 
 def _steps_left(config: ExperimentConfig, path: Path, resume: bool) -> int:

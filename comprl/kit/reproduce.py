@@ -600,10 +600,10 @@ def _setup(
 def _run_folders(root: Path, finished_only: bool) -> list[Path]:
     """The run folders under ``root``, in name order; with ``finished_only`` the finished ones, on which the report
     rests (a run still under way is neither committed nor in a table yet)."""
-    from comprl.runs import FINISHED
+    from comprl.runs import Run
 
     folders = [path.parent for path in sorted(root.glob("*/**/config.json"))]
-    return [folder for folder in folders if (folder / FINISHED).exists() or not finished_only]
+    return [folder for folder in folders if not finished_only or Run(folder).finished]
 
 
 def _machines(root: Path, finished_only: bool = False) -> list[str]:
