@@ -292,13 +292,26 @@ def link_finished(config: ExperimentConfig, folders: Iterable[str | Path], to: P
     return None
 
 
+def run_folders(path: str | Path) -> list[Path]:
+    """The run folders (with ``config.json``) at or under ``path``, in path order; a link to a run folder is listed
+    where it is and not entered (resolve it to count the run once, where it lives)."""
+    path = Path(path)
+    if (path / "config.json").is_file():
+        return [path]
+    found = []
+    for folder, subfolders, _ in os.walk(path):
+        subfolders.sort()
+        found += [Path(folder) / name for name in subfolders if (Path(folder) / name / "config.json").is_file()]
+    return sorted(found)
+
+
 def newest_run(root: str | Path, method: str = "comp_rl") -> Run | None:
-    """The finished run of ``method`` under ``root``, at any depth (links followed, each run counted once), whose
-    finished mark is the latest; None where there is none."""
+    """The finished run of ``method`` under ``root``, at any depth (:func:`run_folders`; a linked run counted once),
+    whose finished mark is the latest; None where there is none."""
     found: dict[Path, Run] = {}
-    for folder, _, files in os.walk(root, followlinks=True):
-        if "config.json" in files and FINISHED in files:
-            run = Run(Path(folder))
+    for folder in run_folders(root):
+        run = Run(folder)
+        if run.finished:
             found.setdefault(run.path.resolve(), run)
     runs = [run for run in found.values() if run.config().method == method]
     return max(runs, key=lambda run: (run.path / FINISHED).read_text().strip(), default=None)

@@ -582,6 +582,9 @@ def test_the_report_s_machine_and_code_lines_count_finished_runs_only_the_dry_ru
         (folder / "machines.jsonl").write_text(json.dumps(line) + "\n")
         if finished:
             (folder / "finished").write_text("2026-12-02T00:00:00+00:00\n")
+    # a run another notebook reuses through a link counts once, where it lives
+    (tmp_path / "04_ablations").mkdir()
+    (tmp_path / "04_ablations" / "done").symlink_to("../02_multitask/done", target_is_directory=True)
     where, code = _machines(tmp_path, finished_only=True)
     assert "2 runs" in _machines(tmp_path)[0]  # the dry run counts the run under way too
     assert "CPU: test, float32, 1 core: 1 run" in where and f"{'a' * 12}: 1 run" in code

@@ -11,7 +11,7 @@ import pytest
 from comprl.config import make_config
 from comprl.kit.parallel import run_experiments
 from comprl.kit.report import summary_table, task_table
-from comprl.runs import Run, link_finished, load_metrics, newest_run
+from comprl.runs import Run, link_finished, load_metrics, newest_run, run_folders
 
 
 def make_run(root, method: str, seed: int, before: float, after: float, steps: int = 2) -> Run:
@@ -128,3 +128,16 @@ def test_the_newest_finished_run_of_a_method_anywhere_under_a_folder(tmp_path):
     (latest_baseline.path / "finished").write_text("2026-11-28T00:00:00+00:00\n")
     assert newest_run(tmp_path).path == newer.path
     assert newest_run(tmp_path, "baseline").path == latest_baseline.path
+
+
+def test_run_folders_are_found_at_any_depth_and_a_link_is_listed_where_it_is_not_entered(tmp_path):
+    deep = make_run(tmp_path / "cpu" / "01_single_task", "comp_rl", 0, 0.25, 0.75)
+    shallow = make_run(tmp_path / "lab", "baseline", 0, 0.0, 0.5)
+    (tmp_path / "cpu" / "02_multitask").mkdir()
+    link = tmp_path / "cpu" / "02_multitask" / "room_comp_rl"
+    link.symlink_to(os.path.relpath(deep.path, link.parent), target_is_directory=True)
+    (tmp_path / "cpu" / "notes").mkdir()  # a folder without config.json is no run
+    assert run_folders(tmp_path) == [deep.path, link, shallow.path]
+    assert run_folders(tmp_path / "cpu" / "02_multitask") == [link]
+    assert run_folders(deep.path) == [deep.path]  # a run folder itself
+    assert run_folders(tmp_path / "missing") == []

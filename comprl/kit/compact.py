@@ -34,7 +34,7 @@ import duckdb
 
 from comprl.checkpoint import FOLDER as CHECKPOINT
 from comprl.kit.export import bank_from_parquet, bank_to_parquet, metrics_to_parquet, sql_path
-from comprl.runs import BANK_TABLES, Run, remove_file
+from comprl.runs import BANK_TABLES, Run, remove_file, run_folders
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def compact_paths(paths: Iterable[str | Path]) -> Iterator[Outcome]:
     for path in map(Path, paths):
         if not path.exists():
             raise FileNotFoundError(f"{path} does not exist; accepted: run folders, or folders holding them")
-        for folder in _run_folders(path):
+        for folder in run_folders(path):
             size = _folder_bytes(folder)
             if folder.is_symlink():
                 yield Outcome(folder, f"skipped: a link to {folder.resolve()}, compacted where it lives", size, size)
@@ -125,17 +125,6 @@ def compact_paths(paths: Iterable[str | Path]) -> Iterator[Outcome]:
                 outcome = compact(folder)
                 log.info("%s", outcome.line())
                 yield outcome
-
-
-def _run_folders(path: Path) -> list[Path]:
-    """The run folders (with ``config.json``) at or under ``path``; links to run folders are listed, not entered."""
-    if (path / "config.json").is_file():
-        return [path]
-    found = []
-    for folder, subfolders, files in os.walk(path):
-        subfolders.sort()
-        found += [Path(folder) / name for name in subfolders if (Path(folder) / name / "config.json").is_file()]
-    return sorted(found)
 
 
 def _folder_bytes(path: Path) -> int:

@@ -598,12 +598,12 @@ def _setup(
 
 
 def _run_folders(root: Path, finished_only: bool) -> list[Path]:
-    """The run folders under ``root``, in name order; with ``finished_only`` the finished ones, on which the report
-    rests (a run still under way is neither committed nor in a table yet)."""
-    from comprl.runs import Run
+    """The runs under ``root``, each once (a linked run where it lives), in name order; with ``finished_only`` the
+    finished ones, on which the report rests (a run still under way is neither committed nor in a table yet)."""
+    from comprl.runs import Run, run_folders
 
-    folders = [path.parent for path in sorted(root.glob("*/**/config.json"))]
-    return [folder for folder in folders if not finished_only or Run(folder).finished]
+    runs = {folder.resolve(): folder for folder in run_folders(root)}
+    return [folder for folder in runs.values() if not finished_only or Run(folder).finished]
 
 
 def _machines(root: Path, finished_only: bool = False) -> list[str]:
@@ -613,10 +613,10 @@ def _machines(root: Path, finished_only: bool = False) -> list[str]:
     run those under way too."""
     from comprl.runs import MACHINES, Run
 
-    runs = {folder.resolve(): Run(folder) for folder in _run_folders(root, finished_only)}
+    runs = [Run(folder) for folder in _run_folders(root, finished_only)]
     counts: dict[str, int] = {}
     codes: dict[str, int] = {}
-    for run in runs.values():
+    for run in runs:
         seen = {f"{m['device']}, {m['dtype']}, {m['cores']} core{'s' * (m['cores'] != 1)}" for m in run.machines()}
         for machine in seen or {"not recorded (a run older than comprl.runs.MACHINES)"}:
             counts[machine] = counts.get(machine, 0) + 1
