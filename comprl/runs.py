@@ -103,6 +103,12 @@ class Run:
             stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
             name = f"{config.method}_{env}_seed{config.seed}_{stamp}"
         run = cls(Path(root) / name)
+        restore_link(run.path)
+        if run.path.exists() and not run.path.is_dir():
+            raise FileExistsError(
+                f"cannot make run folder {run.path}: a file of that name is in the way (not a run folder, nor a link "
+                "stored as a file that names one); move it away or choose another name"
+            )
         if resume and (run.path / "config.json").exists():
             differ = _differences(run.config().to_dict(), config.to_dict())
             if differ:
@@ -275,6 +281,24 @@ def find_runs(config: ExperimentConfig, folders: Iterable[str | Path]) -> Iterat
             run = Run(found.parent)
             if run.holds(config):
                 yield run
+
+
+def restore_link(path: str | Path) -> bool:
+    """Make ``path`` the relative symbolic link it stands for where it is a plain file holding only a relative path
+    to a run folder: what git checks a committed link out as where symlinks are off (``core.symlinks=false``, the
+    default on Windows), and what some copy tools leave; return whether it did. Anything else is left as it is."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_file() or path.stat().st_size > 1024:
+        return False
+    try:
+        target = path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not target or "\n" in target or os.path.isabs(target) or not (path.parent / target / "config.json").is_file():
+        return False
+    path.unlink()
+    path.symlink_to(target, target_is_directory=True)
+    return True
 
 
 def link_finished(config: ExperimentConfig, folders: Iterable[str | Path], to: Path) -> Run | None:

@@ -11,7 +11,7 @@ import pytest
 from comprl.config import make_config
 from comprl.kit.parallel import run_experiments
 from comprl.kit.report import summary_table, task_table
-from comprl.runs import Run, link_finished, load_metrics, newest_run, run_folders
+from comprl.runs import Run, link_finished, load_metrics, newest_run, restore_link, run_folders
 
 
 def make_run(root, method: str, seed: int, before: float, after: float, steps: int = 2) -> Run:
@@ -115,6 +115,26 @@ def test_a_finished_run_of_the_same_config_is_linked_from_earlier_results_not_tr
     assert not (tmp_path / "02" / "x").exists()
     unfinished = make_config("smoke", method="baseline", steps=2)
     assert link_finished(unfinished, [tmp_path / "01"], tmp_path / "02" / "y") is None
+
+
+def test_a_link_checked_out_as_a_plain_file_is_a_link_again_when_the_plan_resumes(tmp_path):
+    """Where git has symlinks off it checks a committed link out as a file holding its target; a resumed plan
+    (``comprl reproduce`` on such a checkout) once raised FileExistsError making that run's folder."""
+    earlier = make_run(tmp_path / "01", "comp_rl", 0, 0.25, 0.75)
+    earlier.mark_finished()
+    (tmp_path / "02").mkdir()
+    stand_in = tmp_path / "02" / "room_comp_rl"
+    stand_in.write_text("../01/comp_rl_seed0")  # as git writes it, no newline
+    runs = run_experiments({"room_comp_rl": earlier.config()}, tmp_path / "02", reuse=[tmp_path / "01"])
+    assert stand_in.is_symlink() and os.readlink(stand_in) == "../01/comp_rl_seed0"
+    assert runs["room_comp_rl"].finished and runs["room_comp_rl"].metrics().equals(earlier.metrics())
+    # anything else in a run's way is left as it is, and named
+    for text in ["notes\n", "/etc", "../01/missing", "../01/comp_rl_seed0\n../01"]:
+        other = tmp_path / "02" / "other"
+        other.write_text(text)
+        assert not restore_link(other) and other.read_text() == text
+        with pytest.raises(FileExistsError, match="a file of that name is in the way"):
+            Run.create(tmp_path / "02", earlier.config(), name="other", resume=True)
 
 
 def test_the_newest_finished_run_of_a_method_anywhere_under_a_folder(tmp_path):

@@ -89,9 +89,12 @@ def run_experiments(
     """
     plan = dict(plan)
     cores = check_jobs(jobs)
-    from comprl.runs import Run, link_finished
+    from comprl.runs import Run, link_finished, restore_link
     from comprl.loop import run_experiment
 
+    for name in plan if resume else ():  # a link that a checkout without symlinks made a plain file
+        if restore_link(Path(output_dir) / name):
+            log.info("%s: a link stored as a plain file; made a link again", name)
     for name, config in plan.items() if resume and reuse else ():
         target = Path(output_dir) / name
         if not target.exists() and (source := link_finished(config, reuse, target)) is not None:
