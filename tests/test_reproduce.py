@@ -19,6 +19,7 @@ from comprl.kit import parallel, planner, plans, reproduce, verdicts
 from comprl.kit.cli import main
 from comprl.config import make_config
 from comprl.envs import ENV_IDS
+from comprl.envs.mixture import task_name
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -320,6 +321,23 @@ def test_dry_run_says_how_far_a_reproduction_has_come(tmp_path, capsys):
     # 02 would copy 01's finished comp_rl run; the baseline under way in 01's folder is 01's to finish
     assert "02_multitask: 6 runs, 2 steps each; 1 finished, 0 under way, 5 to start" in printed
     assert "05_latency_analysis: 0 runs\n" in printed
+
+
+def test_the_settings_table_names_the_notebooks_where_their_runs_differ(tmp_path):
+    root = tmp_path / "smoke"
+    single = runs.Run.create(root / "01_single_task", make_config("smoke", method="comp_rl"), "comp_rl_seed0")
+    mixture = make_config("smoke", method="comp_rl", tasks="laptop-2")
+    runs.Run.create(root / "02_multitask", mixture, "mix_comp_rl_seed0").mark_finished()
+    single.mark_finished()
+    (root / "02_multitask" / "single_comp_rl_seed0").symlink_to(Path("..", "01_single_task", "comp_rl_seed0"))
+    report = reproduce.write_report("smoke", tmp_path).read_text()
+    def turns(config):
+        return ", ".join(f"{task_name(env_id)} {n}" for env_id, n in config.mixture().max_turns.items())
+
+    row = next(line for line in report.splitlines() if line.startswith("| turns per episode |"))
+    # 02's link to 01's run is counted under 01, which trained it
+    assert row.split(" | ")[1] == f"{turns(single.config())} (01); {turns(mixture)} (02)"
+    assert "| lesson cap (extractor tokens) | 16 | 8192 |" in report  # one value: no notebooks named
 
 
 def test_gpu_measurement_spreads_over_the_placement_and_scales_by_parameters(tmp_path):

@@ -483,8 +483,9 @@ def write_report(profile: str, results: Path) -> Path:
     times: dict[str, Any] = (
         json.loads((root / "reproduce.json").read_text()) if (root / "reproduce.json").exists() else {}
     )
-    configs = [
-        ExperimentConfig.from_dict(json.loads((run / "config.json").read_text())) for run in _run_folders(root, True)
+    placed = [
+        (run.relative_to(root).parts[0], ExperimentConfig.from_dict(json.loads((run / "config.json").read_text())))
+        for run in _run_folders(root, True)
     ]
     unfinished = [step.notebook for step in STEPS if not times.get(step.notebook, {}).get("finished")]
     partial = [
@@ -540,7 +541,7 @@ def write_report(profile: str, results: Path) -> Path:
             lines += [f"`{table.name}`:", "", _markdown(pd.read_csv(table)), ""]
         for figure in sorted(folder.glob("*.png")):
             lines += [f"![{figure.stem}]({figure.relative_to(results).as_posix()})", ""]
-    lines += ["## Setup", "", *_setup(profile, configs, times, _machines(root, True)), ""]
+    lines += ["## Setup", "", *_setup(profile, placed, times, _machines(root, True)), ""]
     if (root / NOTES).exists():
         link = (root / NOTES).relative_to(results).as_posix()
         lines += ["## Notes from whoever ran it", "", f"The working notes of this reproduction: [{link}]({link}).", ""]
@@ -550,10 +551,12 @@ def write_report(profile: str, results: Path) -> Path:
 
 
 def _setup(
-    profile: str, configs: list[ExperimentConfig], times: dict[str, Any], machines: list[str]
+    profile: str, placed: list[tuple[str, ExperimentConfig]], times: dict[str, Any], machines: list[str]
 ) -> list[str]:
+    """The report's setup section from the finished runs' configs, each with the notebook that trained it."""
     from comprl.experience.extractor.prompts import ExtractorFormat, distill_messages
 
+    configs = [config for _, config in placed]
     models = sorted({c.model for c in configs})
     extractors = sorted({c.extractor.model for c in configs if c.uses_experience})
     tasks = {t: c for c in configs for t in c.task_ids}  # a config that plays each task, for its turn cap
@@ -574,7 +577,7 @@ def _setup(
         "",
         "### Settings against the paper's",
         "",
-        *_settings(configs, PROFILES["paper"]),
+        *_settings(placed, PROFILES["paper"]),
         "",
         "### Prompts",
         "",
@@ -598,11 +601,14 @@ def _setup(
 
 
 def _run_folders(root: Path, finished_only: bool) -> list[Path]:
-    """The runs under ``root``, each once (a linked run where it lives), in name order; with ``finished_only`` the
+    """The runs under ``root``, each once under its first path in name order (a later notebook's link to an earlier
+    notebook's run: under the earlier one, which trained it), in name order; with ``finished_only`` the
     finished ones, on which the report rests (a run still under way is neither committed nor in a table yet)."""
     from comprl.runs import Run, run_folders
 
-    runs = {folder.resolve(): folder for folder in run_folders(root)}
+    runs: dict[Path, Path] = {}
+    for folder in run_folders(root):
+        runs.setdefault(folder.resolve(), folder)
     return [folder for folder in runs.values() if not finished_only or Run(folder).finished]
 
 
@@ -679,13 +685,19 @@ def _turns(config: ExperimentConfig) -> str:
     return ", ".join(f"{task_name(env_id)} {n}" for env_id, n in config.mixture().max_turns.items())
 
 
-def _settings(configs: list[ExperimentConfig], paper_config: ExperimentConfig) -> list[str]:
+def _settings(placed: list[tuple[str, ExperimentConfig]], paper_config: ExperimentConfig) -> list[str]:
     """A table of :data:`SETTINGS`: the distinct values over this reproduction's runs beside the paper profile's
-    (05's timing runs, which do not evaluate, are left out)."""
-    runs = [c for c in configs if c.eval_episodes > 0]
+    (05's timing runs, which do not evaluate, are left out). Where the notebooks differ in a setting, each value
+    names the notebooks (by number) whose runs have it."""
+    runs = [(notebook, c) for notebook, c in placed if c.eval_episodes > 0]
     rows = []
     for name, value, experience in SETTINGS:
-        ours = list(dict.fromkeys(str(value(c)) for c in runs if c.uses_experience or not experience))
+        where: dict[str, list[str]] = {}
+        for notebook, c in runs:
+            if c.uses_experience or not experience:
+                numbers = where.setdefault(str(value(c)), [])
+                numbers += [notebook.split("_")[0]] * (notebook.split("_")[0] not in numbers)
+        ours = [f"{v} ({', '.join(sorted(n))})" if len(where) > 1 else v for v, n in where.items()]
         rows.append({"setting": name, "this reproduction": "; ".join(ours) or "-", "paper": value(paper_config)})
     return [_markdown(pd.DataFrame(rows))]
 
