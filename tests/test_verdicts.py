@@ -125,6 +125,16 @@ def test_the_papers_mixture_keeps_a_row_where_notebook_02_trained_another(tmp_pa
     assert not any("the paper's mixture" in c for c in verdicts.claims(tmp_path))  # it ran: its own rows
 
 
+def test_a_task_count_the_paper_gives_no_gain_for_is_judged_on_its_direction(tmp_path):
+    laptop = "room_lit+room"
+    write(tmp_path, "02_multitask", evals("baseline", [0.5, 0.6, 0.7], env_id=laptop)
+          + evals("comp_rl", [0.1, 0.2, 0.3], guided=[0.1, 0.2, 0.3], env_id=laptop))
+    cells = claim(verdicts.claims(tmp_path), "task scaling, 2 tasks (room_lit+room): comp_rl with experience")
+    # the paper: above the baseline at every task count; ours 0.4 below it, beyond 2 SE (0.163)
+    assert cells[1] == "higher" and cells[3] == "-0.400" and cells[4] == "-" and cells[5] == "0.163"
+    assert cells[-1] == "opposite"
+
+
 def test_a_seed_that_collapsed_is_counted_though_the_mean_over_seeds_hides_it(tmp_path):
     def train(variant: str, seed: int, curve: list[float]) -> list[dict]:
         return [{"run": f"{variant}_seed{seed}", "variant": variant, "method": "comp_rl", "env_id": ROOM,
