@@ -510,7 +510,8 @@ def write_report(profile: str, results: Path) -> Path:
         f'"inconclusive" within them. `detectable` is those {NOISE_ERRORS:g} standard errors: the smallest difference '
         "the seeds could tell from none (a ratio is judged on the difference under it). A `paper` cell in words "
         '("higher", "lower") is a direction the paper reports without a number for that setting: the verdict reads '
-        "the direction. `step 0` is the same number for the untrained actor (the first evaluation of the same runs). `this run - paper` sets our number against "
+        "the direction. `step 0` is the same number for the untrained actor (the first evaluation of the same runs). "
+        "`this run - paper` sets our number against "
         "the paper's, which comes from 7B models: context, not the test (the verdict reads our change). `shown an "
         "entry` counts the evaluation episodes with experience that the bank gave an entry, over seeds; an evaluation "
         'that showed none was unguided and is labelled so. Success is held-out success; a mixture\'s is the average '
