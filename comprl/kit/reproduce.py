@@ -604,7 +604,7 @@ def _setup(
 
 def _run_folders(root: Path, finished_only: bool) -> list[Path]:
     """The runs under ``root``, each once under its first path in name order (a later notebook's link to an earlier
-    notebook's run: under the earlier one, which trained it), in name order; with ``finished_only`` the
+    notebook's run: under the earlier one, which trained it); with ``finished_only`` the
     finished ones, on which the report rests (a run still under way is neither committed nor in a table yet)."""
     from comprl.runs import Run, run_folders
 
@@ -694,11 +694,10 @@ def _settings(placed: list[tuple[str, ExperimentConfig]], paper_config: Experime
     runs = [(notebook, c) for notebook, c in placed if c.eval_episodes > 0]
     rows = []
     for name, value, experience in SETTINGS:
-        where: dict[str, list[str]] = {}
+        where: dict[str, set[str]] = {}  # value -> the numbers of the notebooks with it, values in run order
         for notebook, c in runs:
             if c.uses_experience or not experience:
-                numbers = where.setdefault(str(value(c)), [])
-                numbers += [notebook.split("_")[0]] * (notebook.split("_")[0] not in numbers)
+                where.setdefault(str(value(c)), set()).add(notebook.split("_")[0])
         ours = [f"{v} ({', '.join(sorted(n))})" if len(where) > 1 else v for v, n in where.items()]
         rows.append({"setting": name, "this reproduction": "; ".join(ours) or "-", "paper": value(paper_config)})
     return [_markdown(pd.DataFrame(rows))]

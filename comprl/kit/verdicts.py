@@ -221,13 +221,13 @@ def _mixture_claims(frame: pd.DataFrame) -> list[str]:
         if "comp_rl" in set(runs["method"]):
             entry, unguided = shown(runs[runs["method"] == "comp_rl"])
             # a task count the paper gives no number for is judged on the paper's direction (above the baseline)
-            reported = paper.TASK_SCALING_GAIN.get(len(tasks), "higher")
+            gain = paper.TASK_SCALING_GAIN.get(len(tasks))
             before = difference(side("comp_rl", "guided_success_before"), base_before)[0]
             change = difference(side("comp_rl", "guided_success_after"), base_after)
             how = "unguided (no entry shown)" if unguided else "with experience"
             text = f"task scaling, {len(tasks)} tasks ({'+'.join(tasks)}): comp_rl {how} minus baseline"
-            scaling[len(tasks)] = _line(text, reported, before, change[0], change,
-                                        reported if isinstance(reported, float) else 1.0, entry, fmt="{:+.3f}")
+            scaling[len(tasks)] = _line(text, "higher" if gain is None else gain, before, change[0], change,
+                                        1.0 if gain is None else gain, entry, fmt="{:+.3f}")
     return out + [scaling[n] for n in sorted(scaling)]
 
 
