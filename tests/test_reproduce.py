@@ -46,7 +46,8 @@ def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_pat
     assert not any((root / "06_bank_explorer").glob("*_seed*"))
     report = (results / "REPORT.md").read_text()
     assert "## 01_single_task" in report and "![learning_curve](smoke/01_single_task/learning_curve.png)" in report
-    assert "| single task Room: comp_rl / baseline success | 1.30x | " in report  # the paper's number beside ours
+    # the paper's number beside ours
+    assert "| single task Room: comp_rl without experience / baseline success | 1.30x | " in report
     assert report.count(verdicts.HEADER[0]) == 1 and "### Collapse per seed" in report
     assert "| lesson cap (extractor tokens) | 16 | 8192 |" in report  # the settings beside the paper's
     assert "- elapsed wall time: " in report and " calls (overlaps counted once)" in report

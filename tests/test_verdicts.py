@@ -27,7 +27,7 @@ def evals(method: str, after: list[float], before: float = 0.1, guided: list[flo
                    "env_id": env_id, "seed": seed, "step": step, "phase": "eval", "episodes": 32.0,
                    "success_rate": success, "mean_episode_length": length}
             if guided is not None:
-                row.update(guided_success_rate=guided[seed] if step else before,
+                row.update(guided_success_rate=guided[seed] if step else before, guided_mean_episode_length=length,
                            guided_with_entry=shown if step or shown_before is None else shown_before)
             rows.append(row)
     return rows
@@ -67,17 +67,31 @@ def test_a_change_is_reproduced_or_opposite_only_beyond_two_standard_errors():
 
 def test_single_task_claims_carry_step_0_the_detectable_difference_and_a_verdict(tmp_path):
     write(tmp_path, "01_single_task", evals("baseline", [0.5, 0.6, 0.7], before=0.2, length=5.0)
-          + evals("comp_rl", [0.8, 0.9, 1.0], before=0.1, guided=[0.8, 0.9, 1.0], length=4.0))
+          + evals("comp_rl", [0.8, 0.9, 1.0], before=0.1, guided=[0.5, 0.6, 0.7], length=4.0))
     claims = verdicts.claims(tmp_path)
     assert claims[:2] == list(verdicts.HEADER)
-    # comp_rl 0.9 against 0.6: +0.3, standard error sqrt(2 x 0.01 / 3) = 0.0816, detectable 0.163
-    assert claim(claims, "single task Room: comp_rl / baseline success") == [
-        "single task Room: comp_rl / baseline success", "1.30x", "0.50x", "1.50x", "+0.20x", "0.163 success", "-",
-        "reproduced",
+    # without experience comp_rl 0.9 against 0.6: +0.3, standard error sqrt(2 x 0.01 / 3) = 0.0816, detectable 0.163
+    assert claim(claims, "single task Room: comp_rl without experience / baseline success") == [
+        "single task Room: comp_rl without experience / baseline success", "1.30x", "0.50x", "1.50x", "+0.20x",
+        "0.163 success", "-", "reproduced",
+    ]
+    # with its bank (96 episodes shown an entry) it scored the baseline's 0.6: the same runs read another way
+    assert claim(claims, "single task Room: comp_rl with experience / baseline success") == [
+        "single task Room: comp_rl with experience / baseline success", "1.30x", "0.50x", "1.00x", "-0.30x",
+        "0.163 success", "96/96", "inconclusive (within 2 SE)",
     ]
     # 4 actions against 5 at every seed and evaluation: the paper's direction, with no spread at all
-    cells = claim(claims, "single task Room: baseline / comp_rl actions per episode")
-    assert cells[2:5] == ["1.25x", "1.25x", "-0.25x"] and cells[-1] == "reproduced"
+    for how in ("without", "with"):
+        cells = claim(claims, f"single task Room: baseline / comp_rl {how} experience actions per episode")
+        assert cells[2:5] == ["1.25x", "1.25x", "-0.25x"] and cells[-1] == "reproduced"
+
+
+def test_single_task_claims_name_a_with_experience_evaluation_that_showed_no_entry_unguided(tmp_path):
+    write(tmp_path, "01_single_task", evals("baseline", [0.5, 0.6, 0.7])
+          + evals("comp_rl", [0.5, 0.6, 0.7], guided=[0.5, 0.6, 0.7], shown=0.0))
+    claims = verdicts.claims(tmp_path)
+    assert not any("comp_rl with experience" in c for c in claims)
+    assert claim(claims, "single task Room: comp_rl unguided (no entry shown) / baseline success")[6] == "0/96"
 
 
 def test_the_larger_extractor_claim_compares_sizes_and_leaves_the_lesson_grammar_arm_out(tmp_path):

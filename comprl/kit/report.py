@@ -121,18 +121,18 @@ def run_key(metrics: pd.DataFrame) -> str:
 
 def held_out(metrics: pd.DataFrame) -> pd.DataFrame:
     """One row per run from its first (step 0: the untrained actor) and last evaluation: held-out success without
-    (``success_*``) and with (``guided_success_*``, NaN for runs without a bank) experience, episode length, and
-    ``shown_before`` / ``shown_after``: how many of the first / last with-experience evaluation's episodes were shown
-    an entry (NaN where the run did not log it; at step 0 the bank is empty, so 0). A mixture's success is the
-    average over its tasks, as in :func:`task_table`; the column that names what is compared (:func:`run_key`) comes
-    first."""
+    (``success_*``) and with (``guided_success_*``, NaN for runs without a bank) experience, episode length likewise
+    (``episode_length_*``, ``guided_episode_length_*``), and ``shown_before`` / ``shown_after``: how many of the
+    first / last with-experience evaluation's episodes were shown an entry (NaN where the run did not log it; at step
+    0 the bank is empty, so 0). A mixture's success is the average over its tasks, as in :func:`task_table`; the
+    column that names what is compared (:func:`run_key`) comes first."""
     from comprl.envs.mixture import TASK_NAMES
 
     key = run_key(metrics)
     evals = metrics[metrics["phase"] == "eval"]
     columns = [key, "env_id", "seed", "run", "success_before", "success_after", "guided_success_before",
-               "guided_success_after", "episode_length_before", "episode_length_after", "shown_before", "shown_after",
-               "episodes_after"]
+               "guided_success_after", "episode_length_before", "episode_length_after", "guided_episode_length_before",
+               "guided_episode_length_after", "shown_before", "shown_after", "episodes_after"]
     if evals.empty:
         return pd.DataFrame(columns=columns)
     rows = []
@@ -146,7 +146,7 @@ def held_out(metrics: pd.DataFrame) -> pd.DataFrame:
                     names = [f"{prefix}{n}_success_rate" for n in tasks] or [f"{prefix}success_rate"]
                     values = [at.get(name, float("nan")) for name in names]
                     row[f"{prefix}success_{when}"] = float(pd.Series(values, dtype=float).mean(skipna=False))
-                row[f"episode_length_{when}"] = at["mean_episode_length"]
+                    row[f"{prefix}episode_length_{when}"] = at.get(f"{prefix}mean_episode_length", float("nan"))
             row["shown_before"] = first.get("guided_with_entry", float("nan"))
             row["shown_after"] = last.get("guided_with_entry", float("nan"))
             row["episodes_after"] = last["episodes"]

@@ -514,8 +514,9 @@ def write_report(profile: str, results: Path) -> Path:
         "`this run - paper` sets our number against "
         "the paper's, which comes from 7B models: context, not the test (the verdict reads our change). `shown an "
         "entry` counts the evaluation episodes with experience that the bank gave an entry, over seeds; an evaluation "
-        'that showed none was unguided and is labelled so. Success is held-out success; a mixture\'s is the average '
-        "over its tasks.",
+        'that showed none was unguided and is labelled so. The single-task ratios read comp_rl twice, with its bank '
+        "and without it: the paper's figures do not say which. Success is held-out success; a mixture's is the "
+        "average over its tasks.",
         "",
         *claims(root),
         "",

@@ -102,19 +102,7 @@ def claims(root: Path) -> list[str]:
                                                  "04_ablations")}
     single = frames["01_single_task"]
     if single is not None and {"baseline", "comp_rl"} <= set(single["method"]):
-        side = _sides(single, "method")
-        for text, column, ours, theirs, reported, unit in (
-            ("single task Room: comp_rl / baseline success", "success", "comp_rl", "baseline",
-             paper.SINGLE_TASK_SPEEDUP, " success"),
-            ("single task Room: baseline / comp_rl actions per episode", "episode_length", "baseline", "comp_rl",
-             paper.FEWER_ACTIONS["room"], " actions"),
-        ):
-            ratios = [_ratio(side(ours, f"{column}_{when}").mean(), side(theirs, f"{column}_{when}").mean())
-                      for when in ("before", "after")]
-            change = difference(side(ours, f"{column}_after"), side(theirs, f"{column}_after"))
-            out.append(_line(
-                text, reported, ratios[0], ratios[1], change, reported - 1, fmt="{:.2f}", unit="x", detect_unit=unit
-            ))
+        out += _single_task_claims(single)
     multi = frames["02_multitask"]
     if multi is not None:
         out += _mixture_claims(multi)
@@ -160,6 +148,31 @@ def claims(root: Path) -> list[str]:
     if latency is not None and "rollout_ratio" in latency:
         out += _latency_claims(latency)
     return out if len(out) > len(HEADER) else ["No notebook results yet."]
+
+
+def _single_task_claims(single: pd.DataFrame) -> list[str]:
+    """The single-task figures' ratios (comp_rl's success over the baseline's, the baseline's actions per episode
+    over comp_rl's), each read twice: comp_rl evaluated with its bank (the method as it is used, with how many
+    episodes were shown an entry) and without it (the actor alone). The paper's figures do not say which; the
+    baseline has no bank, so its side is the same in both."""
+    side = _sides(single, "method")
+    entry, unguided = shown(single[single["method"] == "comp_rl"])
+    out = []
+    for column, reported, unit in (("success", paper.SINGLE_TASK_SPEEDUP, " success"),
+                                   ("episode_length", paper.FEWER_ACTIONS["room"], " actions")):
+        for prefix, how, shown_here in (("guided_", "unguided (no entry shown)" if unguided else "with experience",
+                                         entry), ("", "without experience", "-")):
+            comp_rl = {when: side("comp_rl", f"{prefix}{column}_{when}") for when in ("before", "after")}
+            baseline = {when: side("baseline", f"{column}_{when}") for when in ("before", "after")}
+            if column == "success":
+                ours, theirs, text = comp_rl, baseline, f"comp_rl {how} / baseline success"
+            else:  # fewer actions: the baseline's over comp_rl's
+                ours, theirs, text = baseline, comp_rl, f"baseline / comp_rl {how} actions per episode"
+            ratios = [_ratio(ours[when].mean(), theirs[when].mean()) for when in ("before", "after")]
+            change = difference(ours["after"], theirs["after"])
+            out.append(_line(f"single task Room: {text}", reported, ratios[0], ratios[1], change, reported - 1,
+                             shown_here, fmt="{:.2f}", unit="x", detect_unit=unit))
+    return out
 
 
 def _is_paper_mixture(env_id: str) -> bool:
@@ -225,7 +238,8 @@ def _mixture_claims(frame: pd.DataFrame) -> list[str]:
             before = difference(side("comp_rl", "guided_success_before"), base_before)[0]
             change = difference(side("comp_rl", "guided_success_after"), base_after)
             how = "unguided (no entry shown)" if unguided else "with experience"
-            text = f"task scaling, {len(tasks)} tasks ({'+'.join(tasks)}): comp_rl {how} minus baseline"
+            count = f"{len(tasks)} task{'s' if len(tasks) > 1 else ''}"
+            text = f"task scaling, {count} ({'+'.join(tasks)}): comp_rl {how} minus baseline"
             scaling[len(tasks)] = _line(text, "higher" if gain is None else gain, before, change[0], change,
                                         1.0 if gain is None else gain, entry, fmt="{:+.3f}")
     return out + [scaling[n] for n in sorted(scaling)]
