@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pandas as pd
 import pytest
 
+from comprl.config import make_config
 from comprl.kit import paper, report, reproduce, verdicts
 
 ROOM = "comprl/Room-Random-5x5-v0"
@@ -54,6 +55,21 @@ def test_detectable_difference_is_two_standard_errors_of_two_means_plus_the_epis
                        ({"success": 1.5}, "success=1.5")):
         with pytest.raises(ValueError, match=named):
             verdicts.detectable_difference(**{"sd": 0.1, "n_seeds": 3, **bad})
+
+
+def test_planned_power_gives_each_notebook_the_difference_its_arms_seeds_detect():
+    arms = {method: [make_config("smoke", method=method, seed=seed, eval_episodes=64) for seed in range(n)]
+            for method, n in (("baseline", 5), ("comp_rl", 5), ("static", 3))}
+    timing = [make_config("smoke", method="comp_rl", seed=seed, eval_episodes=0) for seed in range(3)]
+    one_seed = [make_config("smoke", method="baseline", seed=0, eval_episodes=16)]
+    (line,) = verdicts.planned_power({"01": [c for configs in arms.values() for c in configs], "05": timing,
+                                      "06": one_seed})
+    five, three = (f"{verdicts.detectable_difference(verdicts.SEED_SD, n, 64):.3f}" for n in (5, 3))
+    assert (f"01 5 seeds x 64 held-out episodes per task detect a difference of {five}, 3 seeds x 64 held-out "
+            f"episodes per task detect a difference of {three}; 06 1 seed x 16 held-out episodes per task: no spread "
+            "over seeds, so no verdict") in line
+    assert "05" not in line and float(five) < float(three)  # timing runs do not evaluate; fewer seeds, coarser
+    assert verdicts.planned_power({"05": timing}) == []
 
 
 def test_a_change_is_reproduced_or_opposite_only_beyond_two_standard_errors():

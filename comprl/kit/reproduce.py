@@ -408,6 +408,7 @@ def dry_run(
         its = runs[step.notebook]
         done = f"; {_progress(profile, results, step, its)}" if its and results is not None else ""
         lines.append(f"  {step.notebook}: {len(its)} runs" + (f", {its[0].steps} steps each" if its else "") + done)
+    lines += [f"  {line[2:]}" for line in planned_power(runs)]  # before any run: what the design can detect
     if results is not None:  # the actual times below come from these machines, not necessarily the plan's
         lines += [f"  {line[2:]}" for line in _machines(results / profile)]
     folder = THROUGHPUT_DIR if throughput_dir is None else Path(throughput_dir)
@@ -560,6 +561,9 @@ def _setup(
     from comprl.experience.extractor.prompts import ExtractorFormat, distill_messages
 
     configs = [config for _, config in placed]
+    by_notebook: dict[str, list[ExperimentConfig]] = {}
+    for notebook, config in placed:
+        by_notebook.setdefault(notebook, []).append(config)
     models = sorted({c.model for c in configs})
     extractors = sorted({c.extractor.model for c in configs if c.uses_experience})
     tasks = {t: c for c in configs for t in c.task_ids}  # a config that plays each task, for its turn cap
@@ -573,7 +577,7 @@ def _setup(
         f"- profile: `{profile}`; seeds: {sorted({c.seed for c in configs})}; runs: {len(configs)}",
         f"- actor models: {', '.join(models) or '-'}; extractor models: {', '.join(extractors) or '-'}",
         *_wall_time(times),
-        *planned_power(configs),
+        *planned_power(by_notebook),
         *machines,
         f"- this report written with python {platform.python_version()} on {platform.platform()}; "
         f"{'; '.join(versions)}",

@@ -10,8 +10,9 @@ the smallest difference the seeds behind the claim could have told from none.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
@@ -312,23 +313,34 @@ def collapse_table(root: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def planned_power(configs: list) -> list[str]:
-    """The smallest difference of held-out success that the seeds and evaluation episodes of ``configs`` (run
-    configs; 05's timing runs, which do not evaluate, are left out) detect: :func:`detectable_difference` at
-    :data:`SEED_SD` and success 0.5. Usable before any run, from the planned configs."""
-    configs = [c for c in configs if c.eval_episodes > 0]
-    if not configs:
+def planned_power(runs: Mapping[str, Sequence[Any]]) -> list[str]:
+    """Per notebook (``runs``: its run configs), the smallest difference of held-out success that two of its arms
+    detect with their seeds and evaluation episodes: :func:`detectable_difference` at :data:`SEED_SD` and success
+    0.5. An arm is a config but for its seed; a notebook whose arms differ in seeds or episodes (01's diagnostic
+    methods run on fewer seeds) gives each design. 05's timing runs, which do not evaluate, are left out. Usable
+    before any run, from the planned configs."""
+    parts = []
+    for notebook, configs in runs.items():
+        arms: dict[str, tuple[set[int], int]] = {}
+        for config in configs:
+            if config.eval_episodes > 0:
+                key = json.dumps({**config.to_dict(), "seed": None}, sort_keys=True, default=str)
+                arms.setdefault(key, (set(), config.eval_episodes))[0].add(config.seed)
+        designs = sorted({(len(seeds), episodes) for seeds, episodes in arms.values()}, reverse=True)
+        if designs:
+            parts.append(f"{notebook} " + ", ".join(_power(seeds, episodes) for seeds, episodes in designs))
+    if not parts:
         return []
-    seeds = len({c.seed for c in configs})
-    episodes = sorted({c.eval_episodes for c in configs})
+    return [f"- power ({NOISE_ERRORS:g} SE of the difference of two arms' means, at a spread over seeds of "
+            f"{SEED_SD} and success 0.5): " + "; ".join(parts)]
+
+
+def _power(seeds: int, episodes: int) -> str:
+    """One design of :func:`planned_power`: its seeds and episodes, and what they detect."""
     if seeds < 2:
-        return [f"- power: {seeds} seed: no spread over seeds, so no claim gets a verdict"]
-    lines = []
-    for n in episodes:
-        limit = detectable_difference(SEED_SD, seeds, n)
-        lines.append(f"- power: {seeds} seeds x {n} held-out episodes per task detect a difference of success of "
-                     f"{limit:.3f} or more ({NOISE_ERRORS:g} SE, at a spread over seeds of {SEED_SD} and success 0.5)")
-    return lines
+        return f"{seeds} seed x {episodes} held-out episodes per task: no spread over seeds, so no verdict"
+    return (f"{seeds} seeds x {episodes} held-out episodes per task detect a difference of "
+            f"{detectable_difference(SEED_SD, seeds, episodes):.3f}")
 
 
 def _read(root: Path, notebook: str, name: str) -> pd.DataFrame | None:
