@@ -49,6 +49,7 @@ def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_pat
     # the paper's number beside ours
     assert "| single task Room: comp_rl without experience / baseline success | 1.30x | " in report
     assert report.count(verdicts.HEADER[0]) == 1 and "### Collapse per seed" in report
+    assert "**Does the extractor write usable experience?**" in report  # 01's comp_rl, read by seed
     assert "| lesson cap (extractor tokens) | 16 | 8192 |" in report  # the settings beside the paper's
     assert "- elapsed wall time: " in report and " calls (overlaps counted once)" in report
     assert "Actor instruction, `comprl/Room-Ultimate-5x5-v0`" in report and "transformers " in report

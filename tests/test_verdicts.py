@@ -246,3 +246,42 @@ def test_the_latency_claim_gives_intervals_only_where_notebook_05_repeated_its_r
     assert "over 3 rounds" in repeated and "b8 1.00x [0.75, 1.25]" in repeated
     [single] = verdicts._latency_claims(overhead_table(metrics[metrics["round"] == 1], skip=0))
     assert "1.10-1.10x (one round)" in single and "nan" not in single
+
+
+def reference_bank(tmp_path, won_only_guided: int, won_only_free: int) -> None:
+    (tmp_path / "01_single_task").mkdir(exist_ok=True)
+    row = {"env_id": ROOM, "episodes": 64, "free_success": 0.2, "free_low": 0.12, "free_high": 0.31,
+           "guided_success": 0.1, "guided_low": 0.05, "guided_high": 0.19, "guided_minus_free": -0.1,
+           "guided_with_entry": 64, "won_only_guided": won_only_guided, "won_only_free": won_only_free}
+    pd.DataFrame([row]).to_csv(tmp_path / "01_single_task" / "reference_bank.csv", index=False)
+
+
+@pytest.mark.parametrize("won_only_guided, won_only_free, reading", [
+    (0, 6, "exact sign test p = 0.031, guided worse"),  # 2 / 2^6
+    (7, 1, "exact sign test p = 0.070, inconclusive (p >= 0.05)"),  # 2 x 9 / 2^8
+    (0, 0, "no episode told the two passes apart"),
+])
+def test_the_reference_bank_diagnostic_tests_the_episodes_one_pass_won_alone(
+    tmp_path, won_only_guided, won_only_free, reading
+):
+    reference_bank(tmp_path, won_only_guided, won_only_free)
+    (line,) = verdicts.diagnostics(tmp_path)
+    assert line.startswith("- **Can the actor use good experience?** `comprl/Room-Random-5x5-v0`") and reading in line
+
+
+def test_the_extractor_diagnostic_judges_the_guided_halfs_gain_over_seeds(tmp_path):
+    # per seed, the mean over its steps of guided minus free: comp_rl +0.10, +0.12, +0.14 (above 2 SE of 0.023);
+    # static +0.2, -0.2, 0.0 (within 2 SE of 0.231)
+    gains = {"comp_rl": [[0.05, 0.15], [0.12, 0.12], [0.14, 0.14]], "static": [[0.2, 0.2], [-0.2, -0.2], [0.0, 0.0]]}
+    rows = [{"run": f"{method}_seed{seed}", "method": method, "env_id": ROOM, "seed": seed, "step": step + 1,
+             "phase": "train", "guided_minus_free": value}
+            for method, seeds in gains.items() for seed, steps in enumerate(seeds) for step, value in enumerate(steps)]
+    write(tmp_path, "01_single_task", rows)
+    pd.DataFrame({"method": list(gains), "env_id": ROOM, "valid": [0.99, 1.0], "cut": [0.04, 0.0], "empty": 0.0,
+                  "lesson_tokens": [28.4, 30.0]}).to_csv(tmp_path / "01_single_task" / "extractor_diagnostics.csv",
+                                                         index=False)
+    table = verdicts.diagnostics(tmp_path)
+    assert claim(table, "01_single_task | comp_rl")[3:] == [
+        "3", "0.990", "0.040", "0.000", "28.4", "+0.120", "0.023", "guided above free"]
+    assert claim(table, "01_single_task | static")[-3:] == ["+0.000", "0.231", "inconclusive (within 2 SE)"]
+    assert not any("Can the actor" in line for line in table)  # no reference bank written: no such line

@@ -44,7 +44,7 @@ from comprl.kit.planner import (
     THROUGHPUT_DIR, Recorded, device_kind, find_throughputs, load_throughput, resource_plan,
 )
 from comprl.kit.plans import NOTEBOOK_PLANS
-from comprl.kit.verdicts import COLLAPSE_FALL, NOISE_ERRORS, claims, collapse_table, planned_power
+from comprl.kit.verdicts import COLLAPSE_FALL, NOISE_ERRORS, claims, collapse_table, diagnostics, planned_power
 
 SEEDS = {"smoke": [0], "cpu": [0, 1, 2], "gpu": [0, 1, 2], "paper": [0, 1, 2]}
 """Seeds per profile of the notebooks that train (02-04, and 01 where :data:`SINGLE_TASK_SEEDS` names none)."""
@@ -529,6 +529,7 @@ def write_report(profile: str, results: Path) -> Path:
         "",
         *_collapse(root),
         "",
+        *_diagnostics(root),
     ]
     for step in STEPS:
         folder = root / step.notebook
@@ -712,6 +713,13 @@ def _collapse(root: Path) -> list[str]:
     """Notebooks 01-04's seeds collapsed per method (:func:`comprl.kit.verdicts.collapse_table`)."""
     table = collapse_table(root)
     return ["No training runs yet."] if table.empty else [_markdown(table)]
+
+
+def _diagnostics(root: Path) -> list[str]:
+    """The section that reads each side of the method directly (:func:`comprl.kit.verdicts.diagnostics`), where
+    notebook 01 or 03 wrote what it reads."""
+    found = diagnostics(root)
+    return ["### Diagnostics: which side holds the method back", "", *found, ""] if found else []
 
 
 def _markdown(table: pd.DataFrame) -> str:

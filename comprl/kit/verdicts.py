@@ -296,6 +296,82 @@ def _latency_claims(latency: pd.DataFrame) -> list[str]:
     return [f"| {text} | 0.98-1.00x | - | {shown_ratios} | - | - | - | - |"]
 
 
+SIGN_TEST_LEVEL = 0.05
+"""The reference bank's guided and free passes differ only where an exact sign test on the episodes that one of them
+won alone gives a p-value below this. Source: comprl's (the usual 5%)."""
+
+DIAGNOSED = ("01_single_task", "03_extractor_size")
+"""The notebooks that write ``extractor_diagnostics.csv`` (:func:`comprl.kit.report.extractor_diagnostics`)."""
+
+
+def diagnostics(root: Path) -> list[str]:
+    """Which side holds the method back, read directly (issue 46), in words and one table:
+
+    - can the actor use good experience? notebook 01's ``reference_bank.csv``: the untrained actor on the same
+      held-out episodes free and guided by a bank of lessons from the task's expert; the two differ only where an
+      exact two-sided sign test on the episodes that one pass won alone gives p < :data:`SIGN_TEST_LEVEL` (paired
+      binary outcomes: McNemar's exact test);
+    - does the extractor write usable experience? per arm of :data:`DIAGNOSED`: its replies (valid, cut at the token
+      cap, empty; tokens of a valid lesson, from ``extractor_diagnostics.csv``) and, during training, the success of
+      the group's half shown an entry minus the other half's (``guided_minus_free``), averaged per seed and judged as
+      the claims are: beyond :data:`NOISE_ERRORS` standard errors over seeds, or inconclusive."""
+    from scipy import stats
+
+    out: list[str] = []
+    reference = _read(root, "01_single_task", "reference_bank.csv")
+    for row in [] if reference is None else reference.itertuples():
+        alone = int(row.won_only_guided) + int(row.won_only_free)
+        p_value = stats.binomtest(int(row.won_only_guided), alone, 0.5).pvalue if alone else 1.0
+        if not alone:
+            judged = "no episode told the two passes apart"
+        elif p_value < SIGN_TEST_LEVEL:
+            judged = "guided better" if row.won_only_guided > row.won_only_free else "guided worse"
+        else:
+            judged = f"inconclusive (p >= {SIGN_TEST_LEVEL:g})"
+        out.append(
+            f"- **Can the actor use good experience?** `{row.env_id}`, the untrained actor on the same "
+            f"{int(row.episodes)} held-out episodes: free {row.free_success:.3f} (95% Wilson {row.free_low:.3f}-"
+            f"{row.free_high:.3f}), guided by the reference bank {row.guided_success:.3f} ({row.guided_low:.3f}-"
+            f"{row.guided_high:.3f}; {int(row.guided_with_entry)} episodes shown an entry); {int(row.won_only_guided)} "
+            f"episodes won only guided, {int(row.won_only_free)} only free: exact sign test p = {p_value:.3f}, "
+            f"{judged}."
+        )
+    rows = []
+    for notebook in DIAGNOSED:
+        metrics, table = _read(root, notebook, "metrics.csv"), _read(root, notebook, "extractor_diagnostics.csv")
+        if metrics is None or table is None or "guided_minus_free" not in metrics:
+            continue
+        key = run_key(metrics)
+        train = metrics[metrics["phase"] == "train"]
+        for arm in table.itertuples(index=False):
+            name = getattr(arm, key)
+            seeds = train[(train[key] == name) & (train["env_id"] == arm.env_id)].groupby("seed")[
+                "guided_minus_free"].mean().dropna()
+            error = float(seeds.std() / len(seeds) ** 0.5) if len(seeds) >= 2 else None
+            judged = verdict(1.0, float(seeds.mean()), error) if len(seeds) else "-"
+            judged = {"reproduced": "guided above free", "opposite": "guided below free"}.get(judged, judged)
+            rows.append(
+                f"| {notebook} | {name} | {arm.env_id} | {len(seeds)} | {arm.valid:.3f} | {arm.cut:.3f} | "
+                f"{arm.empty:.3f} | {arm.lesson_tokens:.1f} | "
+                f"{'-' if seeds.empty else f'{seeds.mean():+.3f}'} | "
+                f"{'-' if error is None else f'{NOISE_ERRORS * error:.3f}'} | {judged} |"
+            )
+    if rows:
+        out += [
+            "",
+            "**Does the extractor write usable experience?** Its replies over training (valid, cut at the token cap, "
+            "empty: shares of its replies; tokens of a valid lesson), and the success of each group's half shown an "
+            "entry minus its free half's during training, averaged per seed (`guided - free`), with the difference "
+            f"{NOISE_ERRORS:g} standard errors over seeds can detect:",
+            "",
+            "| notebook | arm | env_id | seeds | valid | cut | empty | lesson tokens | guided - free | detectable | "
+            "reading |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+            *rows,
+        ]
+    return out
+
+
 def collapse_table(root: Path) -> pd.DataFrame:
     """Per notebook and method (:func:`comprl.kit.report.run_key`): seeds, how many collapsed
     (:func:`comprl.kit.report.seed_collapse`), and the worst fall of training and of held-out success."""
