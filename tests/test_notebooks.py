@@ -192,7 +192,8 @@ def test_notebook_03_runs_comp_rl_once_per_extractor_and_tables_them(tmp_path, c
     labels = ["tiny-random A", "tiny-random B"]  # the smoke profile's pair: the tiny random model twice
     names = ["comp_rl_tiny_random_A_seed0", "comp_rl_tiny_random_B_seed0"]
     assert sorted(line.split(":")[0] for line in lines if "step 2/2" in line) == names
-    for name in ("03_extractor_size.ipynb", "summary.csv", "metrics.csv", "extractor_size.png", "extractor_size.pdf"):
+    for name in ("03_extractor_size.ipynb", "summary.csv", "metrics.csv", "extractor_size.png", "extractor_size.pdf",
+                 "heldout.png"):
         assert (out / name).stat().st_size > 0, name
     summary = pd.read_csv(out / "summary.csv")
     assert list(summary["extractor"]) == labels and (summary["extractor_model"] == "tiny-random").all()
