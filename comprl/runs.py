@@ -252,6 +252,18 @@ class Run:
         with duckdb.connect() as con:
             return con.execute("SELECT * FROM read_parquet(?) ORDER BY step, phase", [str(self.metrics_file)]).df()
 
+    def bank_operations(self) -> pd.DataFrame:
+        """The experience bank's log of every change, in order (``seq``): from ``bank.duckdb``, or
+        ``bank_operations.parquet`` once compacted; empty for a run without a bank."""
+        if self.bank_path.exists():
+            with duckdb.connect(str(self.bank_path), read_only=True) as con:
+                return con.execute("SELECT * FROM operations ORDER BY seq").df()
+        parquet = self.path / BANK_FILES["operations"]
+        if not parquet.is_file():
+            return pd.DataFrame(columns=["seq", "op", "content"])
+        with duckdb.connect() as con:
+            return con.execute("SELECT * FROM read_parquet(?) ORDER BY seq", [str(parquet)]).df()
+
     def save_figure(self, fig: Any, name: str) -> list[Path]:
         """Save a matplotlib figure as ``name.png`` and ``name.pdf`` in the run folder."""
         paths = [self.path / f"{name}.png", self.path / f"{name}.pdf"]

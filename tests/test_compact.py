@@ -54,6 +54,14 @@ def test_a_compacted_run_holds_parquet_only_and_reads_back_the_same_metrics(fini
     pd.testing.assert_frame_equal(load_metrics(copy), load_metrics(finished))
 
 
+def test_a_run_reads_its_bank_log_the_same_from_duckdb_and_once_compacted(finished, copy):
+    log = copy.bank_operations()
+    assert log["seq"].is_monotonic_increasing and {"add", "use"} <= set(log["op"])  # the seeded lessons, then used
+    compact(copy)
+    pd.testing.assert_frame_equal(copy.bank_operations(), log)
+    assert Run(copy.path.parent).bank_operations().empty  # a folder without a bank has an empty log
+
+
 def test_the_explorer_shows_a_compacted_bank_as_it_showed_the_duckdb_one(finished, copy):
     compact(copy)
     with BankExplorer(finished) as direct, BankExplorer(copy) as compacted:

@@ -280,8 +280,14 @@ def test_the_extractor_diagnostic_judges_the_guided_halfs_gain_over_seeds(tmp_pa
     pd.DataFrame({"method": list(gains), "env_id": ROOM, "valid": [0.99, 1.0], "cut": [0.04, 0.0], "empty": 0.0,
                   "lesson_tokens": [28.4, 30.0]}).to_csv(tmp_path / "01_single_task" / "extractor_diagnostics.csv",
                                                          index=False)
+    # comp_rl's seed 0 wrote four lessons, two of them a bare label; the other runs left no bank log
+    lessons = ["Task:", "Go north when the stairs are north.", "Here is the lesson:", "Avoid walls."]
+    (tmp_path / "01_single_task" / "comp_rl_seed0").mkdir()
+    pd.DataFrame({"seq": range(5), "op": ["add"] * 4 + ["use"], "content": lessons + [None]}).to_parquet(
+        tmp_path / "01_single_task" / "comp_rl_seed0" / "bank_operations.parquet")
     table = verdicts.diagnostics(tmp_path)
     assert claim(table, "01_single_task | comp_rl")[3:] == [
-        "3", "0.990", "0.040", "0.000", "28.4", "+0.120", "0.023", "guided above free"]
+        "3", "0.990", "0.040", "0.000", "0.500 of 4", "28.4", "+0.120", "0.023", "guided above free"]
+    assert claim(table, "01_single_task | static")[7] == "-"
     assert claim(table, "01_single_task | static")[-3:] == ["+0.000", "0.231", "inconclusive (within 2 SE)"]
     assert not any("Can the actor" in line for line in table)  # no reference bank written: no such line

@@ -4,7 +4,8 @@ training per method, Table 1 per task, and learning curves.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterable
 
 import pandas as pd
 
@@ -284,6 +285,26 @@ def extractor_diagnostics(metrics: pd.DataFrame) -> pd.DataFrame:
         rows.append(row)
     ordered = keys + columns[:1] + [f"{c}{s}" for s in ("", "_last_quarter") for c in columns[1:]]
     return pd.DataFrame(rows, columns=ordered)
+
+
+LESSON_WRITES = ("add", "update")
+"""The bank operations that carry a lesson's text as the extractor wrote it (distillations, merges, rewrites)."""
+
+
+def preamble_share(runs: Iterable[str | Path]) -> tuple[int, float]:
+    """(lessons the runs' extractors wrote into their banks, the share of them that end with a colon), from each
+    run's bank log (:meth:`comprl.runs.Run.bank_operations`). A lesson ending in a colon ("Task:", "Here is the
+    lesson:") announces text that is not there: in the note style a reply stops at its first newline, so a model
+    that puts a label on a line of its own writes the label alone, which passes validation though it says nothing.
+    NaN for the share where no lesson was written."""
+    from comprl.runs import Run
+
+    texts = [
+        ops.loc[ops["op"].isin(LESSON_WRITES), "content"].dropna().str.strip()
+        for ops in (Run(Path(run)).bank_operations() for run in runs)
+    ]
+    lessons = pd.concat(texts, ignore_index=True) if texts else pd.Series(dtype=str)
+    return len(lessons), float(lessons.str.endswith(":").mean()) if len(lessons) else float("nan")
 
 
 def _reply_diagnostics(rows: pd.DataFrame) -> dict[str, float]:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 
 from comprl.kit import paper
-from comprl.kit.report import COLLAPSE_FALL, held_out, run_key, seed_collapse
+from comprl.kit.report import COLLAPSE_FALL, held_out, preamble_share, run_key, seed_collapse
 
 NOISE_ERRORS = 2.0
 """A change counts only beyond this many standard errors of the difference of means (about a 95% interval that
@@ -347,12 +347,14 @@ def diagnostics(root: Path) -> list[str]:
             name = getattr(arm, key)
             seeds = train[(train[key] == name) & (train["env_id"] == arm.env_id)].groupby("seed")[
                 "guided_minus_free"].mean().dropna()
+            folders = train.loc[(train[key] == name) & (train["env_id"] == arm.env_id), "run"].unique()
+            written, preambles = preamble_share(root / notebook / run for run in folders)
             error = float(seeds.std() / len(seeds) ** 0.5) if len(seeds) >= 2 else None
             judged = verdict(1.0, float(seeds.mean()), error) if len(seeds) else "-"
             judged = {"reproduced": "guided above free", "opposite": "guided below free"}.get(judged, judged)
             rows.append(
                 f"| {notebook} | {name} | {arm.env_id} | {len(seeds)} | {arm.valid:.3f} | {arm.cut:.3f} | "
-                f"{arm.empty:.3f} | {arm.lesson_tokens:.1f} | "
+                f"{arm.empty:.3f} | {f'{preambles:.3f} of {written}' if written else '-'} | {arm.lesson_tokens:.1f} | "
                 f"{'-' if seeds.empty else f'{seeds.mean():+.3f}'} | "
                 f"{'-' if error is None else f'{NOISE_ERRORS * error:.3f}'} | {judged} |"
             )
@@ -360,13 +362,15 @@ def diagnostics(root: Path) -> list[str]:
         out += [
             "",
             "**Does the extractor write usable experience?** Its replies over training (valid, cut at the token cap, "
-            "empty: shares of its replies; tokens of a valid lesson), and the success of each group's half shown an "
-            "entry minus its free half's during training, averaged per seed (`guided - free`), with the difference "
-            f"{NOISE_ERRORS:g} standard errors over seeds can detect:",
+            "empty: shares of its replies; tokens of a valid lesson), the lessons it wrote into the bank that end "
+            "with a colon (`preamble`: a label such as \"Task:\" whose lesson is not there, since a note stops at its "
+            "first newline; valid all the same), and the success of each group's half shown an entry minus its free "
+            f"half's during training, averaged per seed (`guided - free`), with the difference {NOISE_ERRORS:g} "
+            "standard errors over seeds can detect:",
             "",
-            "| notebook | arm | env_id | seeds | valid | cut | empty | lesson tokens | guided - free | detectable | "
-            "reading |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "| notebook | arm | env_id | seeds | valid | cut | empty | preamble | lesson tokens | guided - free | "
+            "detectable | reading |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
             *rows,
         ]
     return out
