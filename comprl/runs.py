@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -253,11 +254,13 @@ class Run:
             return con.execute("SELECT * FROM read_parquet(?) ORDER BY step, phase", [str(self.metrics_file)]).df()
 
     def bank_operations(self) -> pd.DataFrame:
-        """The experience bank's log of every change, in order (``seq``): from ``bank.duckdb``, or
-        ``bank_operations.parquet`` once compacted; empty for a run without a bank."""
+        """The experience bank's log of every change, in order (``seq``): from ``bank.duckdb`` (a copy of it, which
+        a running loop may hold open), or ``bank_operations.parquet`` once compacted; empty for a run without a
+        bank."""
         if self.bank_path.exists():
-            with duckdb.connect(str(self.bank_path), read_only=True) as con:
-                return con.execute("SELECT * FROM operations ORDER BY seq").df()
+            with tempfile.TemporaryDirectory(prefix="comprl-bank-") as folder:
+                with duckdb.connect(str(copy_bank_file(self.bank_path, Path(folder)))) as con:
+                    return con.execute("SELECT * FROM operations ORDER BY seq").df()
         parquet = self.path / BANK_FILES["operations"]
         if not parquet.is_file():
             return pd.DataFrame(columns=["seq", "op", "content"])
@@ -276,6 +279,17 @@ class Run:
         path = self.path / f"{name}.csv"
         table.to_csv(path, index=False)
         return path
+
+
+def copy_bank_file(source: Path, folder: Path) -> Path:
+    """Copy a bank file and its write-ahead log (which holds commits not yet checkpointed) into ``folder``: a copy
+    can be opened while a running loop holds the file (DuckDB lets one process open a file)."""
+    target = folder / source.name
+    shutil.copyfile(source, target)
+    wal = source.with_name(source.name + ".wal")
+    if wal.exists():
+        shutil.copyfile(wal, target.with_name(target.name + ".wal"))
+    return target
 
 
 def remove_file(path: Path) -> None:

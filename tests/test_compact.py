@@ -4,6 +4,8 @@ as it read the DuckDB one (metrics, bank explorer, eval, export, reuse by later 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 
 import duckdb
 import pandas as pd
@@ -60,6 +62,22 @@ def test_a_run_reads_its_bank_log_the_same_from_duckdb_and_once_compacted(finish
     compact(copy)
     pd.testing.assert_frame_equal(copy.bank_operations(), log)
     assert Run(copy.path.parent).bank_operations().empty  # a folder without a bank has an empty log
+
+
+def test_a_run_reads_the_bank_log_that_another_process_holds_open(finished, copy):
+    log = copy.bank_operations()
+    holder = subprocess.Popen(  # as a running loop holds it: DuckDB lets no other process open the file
+        [sys.executable, "-c", f"import duckdb, sys; con = duckdb.connect({str(copy.bank_path)!r}); "
+         "print('open', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        with pytest.raises(duckdb.IOException, match="lock"):
+            duckdb.connect(str(copy.bank_path), read_only=True)
+        pd.testing.assert_frame_equal(copy.bank_operations(), log)  # read from a copy
+    finally:
+        holder.communicate("")
 
 
 def test_the_explorer_shows_a_compacted_bank_as_it_showed_the_duckdb_one(finished, copy):

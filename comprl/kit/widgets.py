@@ -26,7 +26,7 @@ import pandas as pd
 from comprl.experience.bank import BankFileError, Embedder, ExperienceBank
 from comprl.experience.bank.store import check_bank_file
 from comprl.kit.export import RecordedEmbedder, bank_from_bundle, is_bundle
-from comprl.runs import Run
+from comprl.runs import Run, copy_bank_file
 
 ENTRY_TABLE_COLUMNS: tuple[str, ...] = (
     "id",
@@ -93,16 +93,6 @@ def _bank_file(run_or_path: Run | str | Path) -> Path:
     return path
 
 
-def _copy_bank(source: Path, folder: Path) -> Path:
-    """Copy a bank file and its write-ahead log (which holds commits not yet checkpointed) into ``folder``."""
-    target = folder / source.name
-    shutil.copyfile(source, target)
-    wal = source.with_name(source.name + ".wal")
-    if wal.exists():
-        shutil.copyfile(wal, target.with_name(target.name + ".wal"))
-    return target
-
-
 def _bank_meta(copy: Path, source: Path) -> dict[str, str]:
     """The ``meta`` table of a copied bank, checked by :func:`check_bank_file`; this also folds the copied log
     into the copy (never into ``source``)."""
@@ -154,7 +144,7 @@ class BankExplorer:
             if self.path.is_dir():  # a bundle or a compacted run: the bank rebuilt from its Parquet files
                 copy = bank_from_bundle(self.path, Path(folder) / "bank.duckdb")
             else:
-                copy = _copy_bank(self.path, Path(folder))
+                copy = copy_bank_file(self.path, Path(folder))
             meta = _bank_meta(copy, self.path)
             bank = ExperienceBank(
                 copy, RecordedEmbedder(meta["embedder"], int(meta["dim"])), use_vss=False, index="exact"
