@@ -161,10 +161,10 @@ def _single_task_claims(single: pd.DataFrame) -> list[str]:
     out = []
     for column, reported, unit in (("success", paper.SINGLE_TASK_SPEEDUP, " success"),
                                    ("episode_length", paper.FEWER_ACTIONS["room"], " actions")):
+        baseline = {when: side("baseline", f"{column}_{when}") for when in ("before", "after")}
         for prefix, how, shown_here in (("guided_", "unguided (no entry shown)" if unguided else "with experience",
                                          entry), ("", "without experience", "-")):
             comp_rl = {when: side("comp_rl", f"{prefix}{column}_{when}") for when in ("before", "after")}
-            baseline = {when: side("baseline", f"{column}_{when}") for when in ("before", "after")}
             if column == "success":
                 ours, theirs, text = comp_rl, baseline, f"comp_rl {how} / baseline success"
             else:  # fewer actions: the baseline's over comp_rl's
@@ -345,10 +345,9 @@ def diagnostics(root: Path) -> list[str]:
         train = metrics[metrics["phase"] == "train"]
         for arm in table.itertuples(index=False):
             name = getattr(arm, key)
-            seeds = train[(train[key] == name) & (train["env_id"] == arm.env_id)].groupby("seed")[
-                "guided_minus_free"].mean().dropna()
-            folders = train.loc[(train[key] == name) & (train["env_id"] == arm.env_id), "run"].unique()
-            written, preambles = preamble_share(root / notebook / run for run in folders)
+            rows_of_arm = train[(train[key] == name) & (train["env_id"] == arm.env_id)]
+            seeds = rows_of_arm.groupby("seed")["guided_minus_free"].mean().dropna()
+            written, preambles = preamble_share(root / notebook / run for run in rows_of_arm["run"].unique())
             error = float(seeds.std() / len(seeds) ** 0.5) if len(seeds) >= 2 else None
             judged = verdict(1.0, float(seeds.mean()), error) if len(seeds) else "-"
             judged = {"reproduced": "guided above free", "opposite": "guided below free"}.get(judged, judged)
