@@ -95,6 +95,8 @@ def test_rounds_give_each_ratio_its_mean_and_t_interval_against_the_same_rounds_
     assert table.loc["async", "rollout_ratio_high"] == pytest.approx(4.0 / 3.0 + half, abs=1e-6)
     assert table.loc["none", "rollout_ratio_low"] == table.loc["none", "rollout_ratio_high"] == 1.0
     assert "over 3 rounds: b8 1.33x [0.62, 2.05]" in verdict(table.reset_index())
+    # a mean over the target is not a miss while its interval spans the target
+    assert "cannot tell (an interval spans it) whether it meets the target" in verdict(table.reset_index())
     bars = plot_overhead(table.reset_index(), tmp_path / "overhead").axes[0].collections  # the interval, drawn
     assert [segments.get_segments()[0][:, 1].tolist() for segments in bars] == [[pytest.approx(0.6159, abs=1e-3),
                                                                                 pytest.approx(2.0508, abs=1e-3)]]

@@ -239,13 +239,22 @@ def test_the_latency_claim_gives_intervals_only_where_notebook_05_repeated_its_r
         return [{"step": step, "phase": "train", "mode": mode, "batch_size": 8, "round": round_,
                  "rollout_seconds": seconds, "step_seconds": seconds, "processed_tokens": 10.0} for step in (1, 2)]
 
-    metrics = pd.DataFrame(
-        [row for r, ratio in enumerate([1.0, 1.1, 0.9]) for row in rows("none", 2.0, r) + rows("async", 2 * ratio, r)]
-    )
+    def measured(ratios: list[float]) -> pd.DataFrame:
+        return pd.DataFrame(
+            [row for r, ratio in enumerate(ratios) for row in rows("none", 2.0, r) + rows("async", 2 * ratio, r)]
+        )
+
+    metrics = measured([1.0, 1.1, 0.9])
     [repeated] = verdicts._latency_claims(overhead_table(metrics, skip=0))
     assert "over 3 rounds" in repeated and "b8 1.00x [0.75, 1.25]" in repeated
+    assert repeated.endswith("| 0.25x | - | inconclusive (an interval spans 1.02x) |")
     [single] = verdicts._latency_claims(overhead_table(metrics[metrics["round"] == 1], skip=0))
-    assert "1.10-1.10x (one round)" in single and "nan" not in single
+    assert "1.10-1.10x (one round)" in single and "nan" not in single and single.endswith("no verdict (one round) |")
+    # an absence is reproduced only where the whole interval lies at or under the target, opposite above it
+    [tight] = verdicts._latency_claims(overhead_table(measured([0.97, 0.98, 0.99]), skip=0))
+    assert tight.endswith("| reproduced |")
+    [slower] = verdicts._latency_claims(overhead_table(measured([1.3, 1.31, 1.29]), skip=0))
+    assert slower.endswith("| opposite (an interval above 1.02x) |")
 
 
 def reference_bank(tmp_path, won_only_guided: int, won_only_free: int) -> None:
