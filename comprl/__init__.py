@@ -11,6 +11,7 @@ The public API the notebooks use::
 
 
 import importlib
+import sys
 from typing import Any
 
 from comprl.threads import nice_own_session, wait_passively
@@ -18,7 +19,17 @@ from comprl.threads import nice_own_session, wait_passively
 wait_passively()  # before anything loads torch: OpenMP reads its settings once (comprl/threads.py)
 nice_own_session()  # a niced notebook kernel's session yields to the user's other work (comprl/threads.py)
 
-import comprl.envs  # noqa: E402, F401  registers the comprl/ gymnasium ids (gymnasium and numpy only, no torch)
+try:
+    import comprl.envs  # noqa: E402, F401  registers the comprl/ gymnasium ids (gymnasium and numpy only, no torch)
+except ModuleNotFoundError as missing:  # a dependency, not a module of comprl's: say how to install them
+    if (missing.name or "comprl").partition(".")[0] == "comprl":
+        raise
+    raise ModuleNotFoundError(
+        f"comprl needs {missing.name!r}, which this Python ({sys.executable}) lacks: install comprl with its "
+        "dependencies (make setup, or pip install -e . in the checkout) and use that environment (source "
+        ".venv/bin/activate)",
+        name=missing.name,
+    ) from None
 
 __version__ = "0.1.0"
 

@@ -30,6 +30,7 @@ import os
 import pickle
 import random
 import shutil
+import stat
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -171,7 +172,7 @@ class Writer:
         own; ``wait_checkpoint`` waits for it). Raises what stopped the previous write (:meth:`wait`)."""
         self._write.wait()
         _, temporary, _ = _paths(self.run_path)
-        shutil.rmtree(temporary, ignore_errors=True)
+        remove(temporary)
         temporary.mkdir(parents=True)
         try:
             state = copied({"step": step, "rng": rng_state(), "actor": None if actor is None else actor.state_dict()})
@@ -179,7 +180,7 @@ class Writer:
                 with writing(temporary / "experience"):
                     manager.save_checkpoint(temporary / "experience")
         except BaseException:
-            shutil.rmtree(temporary, ignore_errors=True)
+            remove(temporary)
             raise
         self._write.start(lambda: self._commit(step, state, manager))
 
@@ -205,13 +206,13 @@ class Writer:
             with writing(temporary / MANIFEST):
                 _write_manifest(temporary, step)
         except BaseException:  # raised to the training loop by the next save() or wait()
-            shutil.rmtree(temporary, ignore_errors=True)
+            remove(temporary)
             raise
         if final.exists():
-            shutil.rmtree(previous, ignore_errors=True)
+            remove(previous)
             final.rename(previous)
         temporary.rename(final)
-        shutil.rmtree(previous, ignore_errors=True)
+        remove(previous)
         self._written = Checkpoint(final, step)
 
 
@@ -245,7 +246,13 @@ def latest(run_path: Path) -> Checkpoint | None:
     """The run's checkpoint, None before its first; an unfinished ``checkpoint.tmp/`` is removed. A checkpoint
     whose files do not all match its manifest is refused (:func:`verify`)."""
     final, temporary, previous = _paths(run_path)
-    shutil.rmtree(temporary, ignore_errors=True)
+    remove(temporary)
+    for path in (final, previous):
+        if path.is_symlink():
+            raise CheckpointError(
+                f"checkpoint {path} is a link (to {path.resolve()}), not a folder of the run's: a run resumes only "
+                f"from the checkpoint it wrote itself; {_RECOVER}"
+            )
     if not final.exists() and previous.exists():  # killed between the renames
         previous.rename(final)
     if not final.exists():
@@ -260,6 +267,10 @@ def verify(folder: Path) -> int:
     def refuse(name: str, problem: str) -> CheckpointError:
         return CheckpointError(f"checkpoint {folder} cannot be resumed from: {name} {problem}; {_RECOVER}")
 
+    present = set(_files(folder))
+    for name in [MANIFEST, *sorted(present)]:
+        if os.path.lexists(folder / name) and not stat.S_ISREG(os.lstat(folder / name).st_mode):
+            raise refuse(name, "is a link or a special file, not a file of the checkpoint's own")
     try:
         manifest = json.loads((folder / MANIFEST).read_text())
         step, files = manifest["step"], manifest["files"]
@@ -270,7 +281,6 @@ def verify(folder: Path) -> int:
         raise refuse(MANIFEST, f"is unreadable ({error!r})") from error
     if type(step) is not int:
         raise refuse(MANIFEST, f"gives the step {step!r}, not an int")
-    present = set(_files(folder))
     if extra := sorted(present - set(expected)):
         raise refuse(extra[0], "is not in the manifest (remove it if you put it there)")
     for name, (size, digest) in sorted(expected.items()):
@@ -288,8 +298,9 @@ def verify(folder: Path) -> int:
 
 
 def _files(folder: Path) -> list[str]:
-    """The checkpoint's files but the manifest, by path relative to ``folder``."""
-    names = (p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    """The checkpoint's files but the manifest, by path relative to ``folder``: every entry but its folders, links
+    (to files or folders, which are not entered) and special files included, for :func:`verify` to refuse."""
+    names = (p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_symlink() or not p.is_dir())
     return sorted(name for name in names if name != MANIFEST)
 
 
@@ -351,6 +362,14 @@ def covered_step(run_path: Path) -> int | None:
 def discard(run_path: Path) -> None:
     """Remove every checkpoint of the run."""
     for path in _paths(run_path):
+        remove(path)
+
+
+def remove(path: Path) -> None:
+    """Delete the folder or file ``path`` if there; a link is deleted itself, never what it names."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    else:
         shutil.rmtree(path, ignore_errors=True)
 
 

@@ -483,9 +483,11 @@ class ExperienceConfig:
     (``"none"`` in the latency analysis)."""
     ray_address: str | None = None
     """The run's Ray cluster, joined by the async manager and the rollout workers (``"auto"``, ``"host:6379"``
-    or ``"ray://host:10001"``). None is ``ray.init()``'s own choice: the cluster ``RAY_ADDRESS`` names, else the
-    node the last ``ray start`` on this machine started, else a new local node (offline), which ends with the
-    process that started it."""
+    or ``"ray://host:10001"``; its token, if it requires one, from Ray's ``RAY_AUTH_TOKEN`` or
+    ``~/.ray/auth_token``). None starts a node of the run's process's own, which ends with it, and never joins
+    another: not the cluster ``RAY_ADDRESS`` names nor the one the last ``ray start`` on the machine recorded
+    (``ray.init()``'s own choices); it listens on loopback alone, keeps its files in a private folder and
+    requires a token of its own (comprl/ray_start.py)."""
     manager_cores: tuple[int, ...] = ()
     """CPU cores the async manager's process is pinned to, its torch threads set to their number (the laptop
     analogue of the paper's separate GPUs); empty = no pinning."""

@@ -37,6 +37,11 @@ AFTER_TRAINING = "after_training"
 extractor's work finished after the last training row (:func:`comprl.loop.run_experiment`)."""
 METRICS_FILE = "metrics.parquet"
 """A compacted run's metric rows (``run.duckdb``'s ``metrics`` table as Parquet), named as in a bundle."""
+METRIC_KEYS = {"step": "INTEGER", "phase": "VARCHAR"}
+"""The columns every metric row has, with their DuckDB types (``run.duckdb``'s ``metrics`` table and
+``metrics.parquet``); each other column is one metric, of a type of :data:`METRIC_TYPES`."""
+METRIC_TYPES = ("DOUBLE", "VARCHAR")
+"""The DuckDB types of a metric's column (:meth:`Run.log`: VARCHAR for text, DOUBLE for numbers)."""
 BANK_TABLES = ("entries", "operations", "meta")
 """The experience bank's tables, stored as ``bank_<table>.parquet`` by a compacted run and a bundle."""
 BANK_FILES = {table: f"bank_{table}.parquet" for table in BANK_TABLES}
@@ -97,7 +102,10 @@ class Run:
         """Make ``root/name`` (default name: method, env, seed and a timestamp) and write ``config.json``.
 
         An existing folder of that name is started afresh (its metrics, bank and checkpoints are deleted), or with
-        ``resume`` kept as it is, after checking that it holds a run of the same config.
+        ``resume`` kept as it is, after checking that it holds a run of the same config. A link there (a run
+        stored once, :func:`link_finished`) is resumed only where it names a finished run inside its results set
+        (:func:`results_set`); started afresh, the link itself is replaced by a new folder: nothing is deleted or
+        written through a link.
         """
         if name is None:
             env = config.task.split("/")[-1]
@@ -105,10 +113,15 @@ class Run:
             name = f"{config.method}_{env}_seed{config.seed}_{stamp}"
         run = cls(Path(root) / name)
         restore_link(run.path)
+        if run.path.is_symlink() and not (resume and (run.path / "config.json").exists()):
+            run.path.unlink()  # started afresh in a folder of its own: the linked run's files are never touched
+        if run.path.is_symlink():
+            _check_linked_run(run.path)
         if run.path.exists() and not run.path.is_dir():
             raise FileExistsError(
                 f"cannot make run folder {run.path}: a file of that name is in the way (not a run folder, nor a link "
-                "stored as a file that names one); move it away or choose another name"
+                f"stored as a file that names one inside its results set {results_set(run.path)}); move it away or "
+                "choose another name"
             )
         if resume and (run.path / "config.json").exists():
             differ = _differences(run.config().to_dict(), config.to_dict())
@@ -120,6 +133,7 @@ class Run:
             return run
         run.path.mkdir(parents=True, exist_ok=True)
         run.clear()
+        remove_file(run.path / "config.json")  # a link planted there is removed, not written through
         (run.path / "config.json").write_text(config.to_json())
         return run
 
@@ -127,7 +141,7 @@ class Run:
         """Delete what a run wrote into this folder (metrics and their TensorBoard events, bank, checkpoints, the
         finished mark, the Parquet files of a compacted run); keep the rest."""
         checkpoint.discard(self.path)
-        shutil.rmtree(self.tensorboard_path, ignore_errors=True)
+        checkpoint.remove(self.tensorboard_path)
         for path in [
             self.db_path, self.bank_path, self.path / FINISHED, self.path / MACHINES, self.metrics_file,
             *self.bank_files,
@@ -224,13 +238,14 @@ class Run:
             raise ValueError(f"metric names must be identifiers, got {bad}")
         self._refuse_if_compacted("log a row into")
         with duckdb.connect(str(self.db_path)) as con:
-            con.execute("CREATE TABLE IF NOT EXISTS metrics (step INTEGER, phase VARCHAR)")
+            con.execute(f"CREATE TABLE IF NOT EXISTS metrics ({', '.join(map(' '.join, METRIC_KEYS.items()))})")
             have = {
                 r[0]
                 for r in con.execute(
                     "SELECT column_name FROM information_schema.columns WHERE table_name = 'metrics'"
                 ).fetchall()
             }
+            _check_case(row, have)
             for key, value in row.items():
                 if key not in have:
                     sql_type = "VARCHAR" if isinstance(value, str) else "DOUBLE"
@@ -292,9 +307,22 @@ def copy_bank_file(source: Path, folder: Path) -> Path:
     return target
 
 
+def _check_case(row: dict[str, Any], have: set[str]) -> None:
+    """Refuse a row with a metric whose name differs from another one's, in the row or stored, by case alone:
+    DuckDB's column names ignore case, so ``Loss`` after ``loss`` would be the same column."""
+    seen = {name.lower(): name for name in have}
+    for key in row:
+        other = seen.setdefault(key.lower(), key)
+        if other != key:
+            raise ValueError(
+                f"metric {key!r} differs from the metric {other!r} only by case; run.duckdb's column names ignore "
+                "case: give the two metrics names that differ by more than case"
+            )
+
+
 def remove_file(path: Path) -> None:
     """Delete ``path`` and the files beside it that extend its name (``.wal``, ``.holder``, ``.queue.jsonl``,
-    ``.tmp``), if there."""
+    ``.tmp``), if there; a link among them is deleted, not what it names."""
     for file in [path, *path.parent.glob(f"{path.name}.*")]:
         file.unlink(missing_ok=True)
 
@@ -311,8 +339,11 @@ def find_runs(config: ExperimentConfig, folders: Iterable[str | Path]) -> Iterat
 
 def restore_link(path: str | Path) -> bool:
     """Make ``path`` the relative symbolic link it stands for where it is a plain file holding only a relative path
-    to a run folder: what git checks a committed link out as where symlinks are off (``core.symlinks=false``, the
-    default on Windows), and what some copy tools leave; return whether it did. Anything else is left as it is."""
+    to a run folder inside its results set (:func:`results_set`): what git checks a committed link out as where
+    symlinks are off (``core.symlinks=false``, the default on Windows), and what some copy tools leave; return
+    whether it did. Anything else is left as it is, a path leading out of the set included (``../../elsewhere``,
+    every link on the way followed, the folder holding ``path`` too): a link made of it would name a folder that is
+    no run of the set's."""
     path = Path(path)
     if path.is_symlink() or not path.is_file() or path.stat().st_size > 1024:
         return False
@@ -322,9 +353,37 @@ def restore_link(path: str | Path) -> bool:
         return False
     if not target or "\n" in target or os.path.isabs(target) or not (path.parent / target / "config.json").is_file():
         return False
+    if _leaves(path.parent / target, results_set(path)) or _leaves(path.parent, results_set(path)):
+        return False
     path.unlink()
     path.symlink_to(target, target_is_directory=True)
     return True
+
+
+def results_set(path: str | Path) -> Path:
+    """The results tree a run folder (or a link standing for one) belongs to, inside which its links may point: the
+    nearest enclosing folder named ``results`` (the kit's, where ``results/<profile>/<notebook>/<run>`` links to
+    ``../<notebook>/<run>`` or to ``results/reference/``), else the folder holding its output folder."""
+    path = Path(path).absolute()
+    return next((folder for folder in path.parents if folder.name == "results"), path.parent.parent)
+
+
+def _leaves(path: str | Path, root: str | Path) -> bool:
+    """Whether ``path``, every link on the way followed, lies outside the folder ``root`` (itself resolved)."""
+    return not Path(path).resolve().is_relative_to(Path(root).resolve())
+
+
+def _check_linked_run(path: Path) -> None:
+    """Refuse to resume through the link ``path`` unless it names a finished run inside its results set: the only
+    links the kit makes (:func:`link_finished`, :func:`restore_link`), through which nothing is written."""
+    outside = _leaves(path, results_set(path))
+    if outside or not (path / FINISHED).is_file():
+        problem = f"outside its results set {results_set(path)}" if outside else "a run that is not finished"
+        raise FileExistsError(
+            f"cannot resume {path}: it is a link to {path.resolve()}, {problem}; a link is resumed only where it "
+            "names a finished run inside the set (nothing is written through it); remove the link, or start "
+            "afresh with resume=False (a new folder replaces the link)"
+        )
 
 
 def link_finished(config: ExperimentConfig, folders: Iterable[str | Path], to: Path) -> Run | None:

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import os
+import signal
+import socket
+import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import comprl  # noqa: F401  before torch: sets how OpenMP threads wait (comprl/threads.py)
@@ -34,10 +42,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # oversubscribe 2 cores
     torch.set_num_threads(1)
 
-RAY_MODULES = frozenset({"test_extractor_diagnostics", "test_manager_ray", "test_notebook_05", "test_rollout_workers"})
+RAY_MODULES = frozenset(
+    {"test_extractor_diagnostics", "test_manager_ray", "test_notebook_05", "test_ray_start", "test_rollout_workers"}
+)
 """Test modules that start Ray (notebook 05 in its kernel). Under pytest-xdist they run on one worker, one after
-another: ``tests/test_rollout_workers.py`` starts a node with ``ray start --head``, which a plain ``ray.init()``
-elsewhere on the machine would join, and ends with ``ray stop --force``, which stops every Ray node on it."""
+another: each starts nodes of its own, but two nodes starting at once on 2 cores can miss Ray's 30 s window to
+register (comprl/ray_start.py)."""
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: without it (`-p no:xdist`) it is not called
@@ -64,6 +74,78 @@ def _ray_tests_are_listed(request):
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized() and request.node.path.stem not in RAY_MODULES:
         pytest.fail(f"{request.node.path.name} starts Ray: add it to RAY_MODULES in tests/conftest.py")
+
+
+RAY = Path(sys.executable).with_name("ray")
+"""The ``ray`` command of this environment."""
+
+LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+"""Ray's switch for its single-machine mode, loopback only (``"0"``), read from the environment on import."""
+
+
+@dataclass(frozen=True)
+class HeadNode:
+    """A Ray node :func:`ray_head_node` started."""
+
+    address: str
+    """Its GCS address, ``127.0.0.1:port``."""
+    temp_dir: Path
+    """Its temp dir (``ray start --temp-dir``), where it records its address (``ray_current_cluster``)."""
+
+
+@contextmanager
+def ray_head_node(token: str | None = None, num_cpus: int = 1) -> Iterator[HeadNode]:
+    """A Ray node started from the command line (``ray start --head``, as on a real head node), confined to the
+    test: its files in a folder of its own, a free port on loopback only (Ray's single-machine mode), token
+    authentication with ``token`` (None: none, as ``ray start`` leaves a node without a token); stopped by
+    signalling its own process group, never by ``ray stop``, which stops every Ray node on the machine."""
+    if not RAY.exists():
+        pytest.skip(f"no ray command next to {sys.executable}")
+    with tempfile.TemporaryDirectory(prefix="comprl-test-ray-") as root:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = {name: value for name, value in os.environ.items() if not name.startswith("RAY_AUTH_TOKEN")}
+        env.update({LOOPBACK_ONLY: "0", "RAY_AUTH_MODE": "token" if token else "disabled"})
+        if token:
+            env["RAY_AUTH_TOKEN"] = token
+        node = HeadNode(f"127.0.0.1:{port}", Path(root) / "ray")
+        start = subprocess.Popen(
+            [str(RAY), "start", "--head", f"--temp-dir={node.temp_dir}", f"--port={port}",
+             "--node-ip-address=127.0.0.1", f"--num-cpus={num_cpus}", "--include-dashboard=false",
+             "--disable-usage-stats"],
+            env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # its own process group, which the node's processes inherit
+        try:
+            output = start.communicate(timeout=120)[0]
+            if start.returncode:
+                pytest.fail(f"ray start --head failed:\n{output}")
+            yield node
+        finally:
+            _stop_process_group(start.pid)
+
+
+def _stop_process_group(group: int) -> None:
+    """Kills the processes of ``group`` (a test's node holds nothing to save; gracefully, its GCS and raylet take
+    10 s or more to stop) and waits up to 30 s for them to end."""
+    deadline = time.monotonic() + 30
+    if _group_members(group):
+        os.killpg(group, signal.SIGKILL)
+    while _group_members(group) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _group_members(group: int) -> list[int]:
+    """The live processes (zombies aside) of process group ``group``."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        try:
+            state, _, pgrp = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, IndexError, ValueError):  # not a process, or one that ended meanwhile
+            continue
+        if int(pgrp) == group and state != "Z":
+            members.append(int(entry.name))
+    return members
 
 
 needs_sandbox = pytest.mark.skipif(bool(_sandbox_problem()), reason=_sandbox_problem() or "sandbox available")

@@ -206,3 +206,19 @@ def test_a_full_disk_during_a_save_keeps_the_previous_checkpoint(tmp_path):
         disk_full_at_step_2(tmp_path, fill)
     finally:
         subprocess.run(["umount", "-l", str(root)])
+
+
+@pytest.mark.parametrize("name", ["state.pt", "experience", "checkpoint", "checkpoint.old"])
+def test_a_checkpoint_file_or_folder_that_is_a_link_out_of_the_run_is_refused(run_copy, tmp_path, name):
+    """A state.pt or checkpoint/ that was a link out of the run folder (its manifest matching what the link names)
+    was loaded from there."""
+    place = run_copy / name if name.startswith("checkpoint") else run_copy / "checkpoint" / name
+    if name == "checkpoint.old":  # as a kill between the renames leaves it, with no checkpoint/ beside it
+        (run_copy / "checkpoint").rename(place)
+    outside = tmp_path / "elsewhere" / name
+    outside.parent.mkdir()
+    place.rename(outside)
+    place.symlink_to(outside, target_is_directory=outside.is_dir())
+    with pytest.raises(checkpoint.CheckpointError, match=f"{name}.* (is )?a link"):
+        checkpoint.latest(run_copy)
+    assert outside.exists()  # refused, not removed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -221,9 +222,10 @@ seeds = [0]
 rate = 0.5
 resume = True
 jobs = 1
-overrides = {}"""
+overrides = {}
+note = None"""
     given = """import json, pathlib
-given = dict(env_id=env_id, seeds=seeds, rate=rate, resume=resume, jobs=jobs, overrides=overrides)
+given = dict(env_id=env_id, seeds=seeds, rate=rate, resume=resume, jobs=jobs, overrides=overrides, note=note)
 pathlib.Path(output_dir, "given.json").write_text(json.dumps(given))"""
     notebook.cells = [
         nbformat.v4.new_code_cell(parameters, metadata={"tags": ["parameters"]}), nbformat.v4.new_code_cell(given)
@@ -261,11 +263,13 @@ def test_cli_hands_accepted_values_to_the_notebook_as_given_and_strings_stay_str
     hostile = _code_that_touches(marker)
     overrides = {hostile: ['\\"', "'''", '"""\n' + hostile, "é\u2028\x00"]}
     main([
-        "run", str(_tiny_notebook(tmp_path)), "--output-dir", str(out), "-p", "env_id", hostile, "-p", "seeds", "[]",
+        "run", str(_tiny_notebook(tmp_path)), "--output-dir", str(out), "-p", "note", hostile, "-p", "seeds", "[]",
         "-p", "rate", "1", "-p", "resume", "false", "-p", "overrides", json.dumps(overrides),
     ])
     given = json.loads((out / "given.json").read_text())
-    assert given == {"env_id": hostile, "seeds": [], "rate": 1, "resume": False, "jobs": 1, "overrides": overrides}
+    assert given == {
+        "env_id": None, "seeds": [], "rate": 1, "resume": False, "jobs": 1, "overrides": overrides, "note": hostile
+    }
     assert not marker.exists()
 
 
@@ -273,8 +277,8 @@ def test_every_value_papermill_writes_into_a_paper_notebook_is_a_plain_literal(t
     marker = tmp_path / "ran"
     notebook = notebook_path("01_single_task")
     params = {
-        "env_id": _code_that_touches(marker), "seeds": [0, 2**70], "steps": -0.0,
-        "overrides": {'a"b': {"c": [None, True, 1e-300, "\\" + _code_that_touches(marker)]}},
+        "reference_dir": _code_that_touches(marker), "seeds": [0, 2**70],
+        "overrides": {'a"b': {"c": [None, True, 1e-300, -0.0, "\\" + _code_that_touches(marker)]}},
     }
     check_parameters(notebook, params)
     cells = parameterize_notebook(load_notebook_node(str(notebook)), params).cells  # as papermill's execution does
@@ -339,24 +343,175 @@ def test_cli_folder_parameters_are_taken_from_the_callers_directory_not_the_note
     }
 
 
-def test_cli_resume_continues_the_newest_output_folder_of_that_notebook_and_profile(tmp_path, monkeypatch, capsys):
+def _checkpointed(run_folder):
+    """A run folder holding a checkpoint after step 2, written by the training loop's writer."""
+    from comprl import checkpoint
+
+    writer = checkpoint.Writer(run_folder)
+    writer.save(2, None, None)
+    writer.wait()
+
+
+def test_cli_resume_continues_the_newest_folder_of_that_notebook_and_profile_with_a_checkpoint(
+    tmp_path, monkeypatch, capsys
+):
     monkeypatch.setattr(notebook_runner, "REPO_ROOT", tmp_path)
     notebook = notebook_runner.notebook_path("01_single_task")
-    with pytest.raises(SystemExit, match="no earlier run of 01_single_task with profile cpu"):
-        notebook_runner.latest_output(notebook, "cpu")
+    results = tmp_path / "results"
     for name in (
-        "cpu-20261101-000000/01_single_task",
-        "cpu-20261122-093000/01_single_task",
-        "cpu-20261123-000000/02_multitask",
-        "smoke-20261124-000000/01_single_task",
-        "cpu/01_single_task",  # the reproduction's set: --resume continues `comprl run`'s own
+        "cpu-20261101-000000/01_single_task/comp_rl_seed0",
+        "cpu-20261122-093000/01_single_task/comp_rl_seed1",
+        "cpu-20261123-000000/02_multitask/comp_rl_seed0",
+        "smoke-20261124-000000/01_single_task/comp_rl_seed0",
+        "cpu/01_single_task/comp_rl_seed0",  # the reproduction's set: --resume continues `comprl run`'s own
     ):
-        (tmp_path / "results" / name).mkdir(parents=True)
+        _checkpointed(results / name)
+    (results / "cpu-20261125-000000/01_single_task").mkdir(parents=True)  # a command refused before training
+    (results / "cpu-20261126-000000/01_single_task/comp_rl_seed0").mkdir(parents=True)  # no checkpoint yet
     found = notebook_runner.latest_output(notebook, "cpu")
-    assert found == tmp_path / "results" / "cpu-20261122-093000" / "01_single_task"
+    assert found == results / "cpu-20261122-093000" / "01_single_task"
+    assert capsys.readouterr().err == (
+        f"comprl: --resume continues {found} (runs with a checkpoint: comp_rl_seed1); newer without a checkpoint: "
+        "cpu-20261126-000000\n"
+    )
+    killed_between_renames = results / "cpu-20261125-000000/01_single_task/runs/comp_rl_seed0"
+    _checkpointed(killed_between_renames)
+    (killed_between_renames / "checkpoint").rename(killed_between_renames / "checkpoint.old")
+    assert notebook_runner.latest_output(notebook, "cpu") == results / "cpu-20261125-000000" / "01_single_task"
+    (results / "gpu-20261127-000000/01_single_task").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="no run of 01_single_task with profile gpu .* has a checkpoint to continue"):
+        notebook_runner.latest_output(notebook, "gpu")
     made = notebook_runner.new_output(notebook, "cpu")
     assert made.parent.parent == tmp_path / "results" and made.parent.name.startswith("cpu-2")
     assert made.name == notebook.stem
+
+
+@pytest.fixture
+def executed(monkeypatch):
+    """The parameters of every notebook papermill was asked to execute; none is (no kernel starts)."""
+    import papermill
+
+    calls = []
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *args, **kwargs: calls.append(kwargs["parameters"]))
+    return calls
+
+
+def test_resume_after_a_refused_command_continues_the_interrupted_run_not_an_empty_folder(
+    tmp_path, monkeypatch, executed
+):
+    monkeypatch.setattr(notebook_runner, "REPO_ROOT", tmp_path)
+    interrupted = tmp_path / "results" / "cpu-20261101-000000" / "01_single_task"
+    _checkpointed(interrupted / "comp_rl_seed0")
+    with pytest.raises(SystemExit, match="-p steps: steps='thirty' is of type str; accepted: int"):
+        main(["run", "01_single_task", "--profile", "cpu", "-p", "steps", "thirty"])
+    assert sorted((tmp_path / "results").iterdir()) == [interrupted.parent]  # the refusal made no folder
+    main(["run", "01_single_task", "--profile", "cpu", "-p", "steps", "30", "--resume"])
+    assert [call["output_dir"] for call in executed] == [str(interrupted)]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("steps", "thirty", r"comprl: -p steps: steps='thirty' is of type str; accepted: int \(not bool or float\)$"),
+        ("steps", "[30]", r"comprl: -p steps: steps=\[30\] is of type list; accepted: int"),
+        ("env_id", "comprl/Nope-v0", r"comprl: -p env_id: unknown env id 'comprl/Nope-v0'; accepted: comprl/Room"),
+    ],
+)
+def test_a_parameter_named_after_a_config_field_is_checked_as_that_field_before_any_folder_or_kernel(
+    tmp_path, monkeypatch, executed, name, text, message
+):
+    monkeypatch.setattr(notebook_runner, "REPO_ROOT", tmp_path)
+    with pytest.raises(SystemExit, match=message):
+        main(["run", "01_single_task", "--profile", "cpu", "-p", name, text])
+    assert executed == [] and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(("name", "option"), [("profile", "--profile"), ("output_dir", "--output-dir")])
+def test_cli_refuses_the_parameters_the_command_sets_itself_and_names_the_option(tmp_path, executed, name, option):
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    with pytest.raises(SystemExit, match=f"^comprl: -p {name} is not accepted: the command sets it from {option}; "
+                                         f"give {option}$"):
+        main(["run", "01_single_task", "--output-dir", str(out), "-p", name, str(elsewhere)])
+    assert executed == [] and not out.exists() and not elsewhere.exists()
+
+
+def test_a_deeply_nested_value_is_refused_in_one_short_line_before_the_folder_or_the_kernel(tmp_path, executed):
+    out = tmp_path / "out"
+    deep = "[" * 400 + "]" * 400
+    with pytest.raises(SystemExit) as refused:
+        main(["run", "01_single_task", "--output-dir", str(out), "-p", "overrides", f'{{"a": {deep}}}'])
+    assert re.fullmatch(
+        r"comprl: parameter overrides=\{'a': \[\[\[.*\]\]\]\}: lists and dicts nest deeper than 32 levels; "
+        r"accepted: None, .*", str(refused.value.code)
+    ) and len(str(refused.value.code)) < 300
+    with pytest.raises(SystemExit, match="^comprl: a -p value nests deeper than Python reads; accepted: at most 32"):
+        main(["run", "01_single_task", "--output-dir", str(out), "-p", "overrides", "[" * 10**5 + "]" * 10**5])
+    assert executed == [] and not out.exists()
+
+
+def test_ctrl_c_during_a_notebook_prints_one_line_with_the_command_that_resumes_it(tmp_path, monkeypatch, capsys):
+    import papermill
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", interrupted)
+    monkeypatch.setattr(notebook_runner, "REPO_ROOT", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    given = ["01_single_task", "--profile", "cpu", "-p", "seeds", "[0, 1]", "-p", "env_id", "comprl/MazeWalk-9x9-v0"]
+    try:
+        status = main(["run", *given, "--tracker", "none"])
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C escaped the command as a traceback")
+    assert status == 130  # 128 + SIGINT, as a shell reports an interrupted command
+    [line] = capsys.readouterr().err.splitlines()
+    shown = "comprl: interrupted; to continue where it stopped: "
+    assert line.startswith(shown)
+    [out] = (tmp_path / "results").glob("cpu-*/01_single_task")
+    again = shlex.split(line.removeprefix(shown))
+    folder = str(out.relative_to(tmp_path))
+    assert again == ["comprl", "run", *given, "--tracker", "none", "--output-dir", folder, "--resume"]
+    calls = []
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *args, **kwargs: calls.append(kwargs["parameters"]))
+    main(again[1:])
+    assert calls == [{
+        "profile": "cpu", "output_dir": str(out), "seeds": [0, 1], "env_id": "comprl/MazeWalk-9x9-v0",
+        "overrides": {"tracker": "none"},
+    }]
+
+
+def test_a_folder_executed_with_another_profile_is_refused_before_its_executed_copy_is_replaced(tmp_path, executed):
+    """``--profile smoke --output-dir results/cpu/01_single_task`` overwrote the reproduction's committed executed
+    notebook with a copy that then failed on the first run of the cpu config it found there."""
+    out = tmp_path / "cpu" / "01_single_task"
+    out.mkdir(parents=True)
+    copy = out / "01_single_task.ipynb"
+    copy.write_text(json.dumps({"metadata": {"papermill": {"parameters": {"profile": "cpu", "seeds": [0, 1]}}}}))
+    before = copy.read_bytes()
+    with pytest.raises(SystemExit, match=f"^comprl: {out} holds 01_single_task executed with profile cpu: continue it "
+                                         "with --profile cpu, or give another --output-dir"):
+        main(["run", "01_single_task", "--profile", "smoke", "--output-dir", str(out)])
+    assert copy.read_bytes() == before and executed == []
+    main(["run", "01_single_task", "--profile", "cpu", "--output-dir", str(out)])  # continuing it is accepted
+    assert [call["profile"] for call in executed] == ["cpu"]
+
+
+def test_a_file_that_is_not_a_notebook_is_refused_in_one_line_not_read_by_papermill(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a notebook")
+    for name in ("../README.md", str(tmp_path / "notes.txt")):
+        with pytest.raises(SystemExit, match=f"^comprl: unknown notebook {re.escape(repr(name))}; available: 01_"):
+            main(["run", name, "--output-dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_import_comprl_without_a_dependency_says_how_to_install_them():
+    code = "import sys; sys.modules['gymnasium'] = None; import comprl"  # None there: the import fails
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ModuleNotFoundError: comprl needs 'gymnasium', which this Python") and all(
+        hint in last for hint in ("make setup", "pip install -e .", "source .venv/bin/activate")
+    ), done.stderr
 
 
 def test_the_command_and_the_configs_load_without_torch():

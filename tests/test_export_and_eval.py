@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import shutil
 
 import duckdb
@@ -22,7 +24,7 @@ from comprl.envs.base import EVAL_SEED_OFFSET
 from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
 from comprl.kit import evaluate
 from comprl.kit.cli import main
-from comprl.kit.export import MANIFEST, BundleError, export_run, read_manifest
+from comprl.kit.export import MANIFEST, BundleError, bank_from_bundle, export_run, opened, read_manifest
 from comprl.kit.widgets import BankExplorer
 
 
@@ -157,3 +159,128 @@ def test_a_task_once_warmed_up_is_answered_after_merging_shrank_its_bank(tmp_pat
                    source="step2/merge", raw="", origin="merge")
         assert len(bank) == 1
         assert evaluate._warmed_up(bank, 3) == {"room"} and evaluate._warmed_up(bank, 4) == set()
+
+
+def rewritten(bundle, tmp_path, name: str, select: str | None = None):
+    """A copy of the bundle whose Parquet table ``name`` is rewritten as ``SELECT {select} FROM`` it, its manifest
+    then listing the new file's size and sha256, as a forger would."""
+    copy = shutil.copytree(bundle, tmp_path / "forged")
+    if select is not None:
+        with duckdb.connect() as con:
+            source = str(bundle / name).replace("'", "''")
+            con.execute(f"COPY (SELECT {select} FROM read_parquet('{source}')) TO '{copy / name}' (FORMAT parquet)")
+    return copy
+
+
+def listing(path) -> dict:
+    """A file's entry in a manifest, as a forger writes it."""
+    return {"bytes": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def rehash(bundle) -> None:
+    """Rewrite the manifest to list the bundle's files as they are (what a forger does after changing them)."""
+    manifest = json.loads((bundle / MANIFEST).read_text())
+    manifest["files"] = {p.name: listing(p) for p in sorted(bundle.iterdir()) if p.name != MANIFEST}
+    (bundle / MANIFEST).write_text(json.dumps(manifest))
+
+
+def test_a_bank_table_with_its_columns_in_another_order_is_read_by_column_name(run_and_bundle, tmp_path):
+    """Read by position, a bank_entries.parquet with title and content exchanged in its columns gave every entry
+    its content as its title."""
+    run, bundle = run_and_bundle
+    swapped = "id, task, content, title, * EXCLUDE (id, task, title, content)"  # title's place holds content
+    forged = rewritten(bundle, tmp_path, "bank_entries.parquet", swapped)
+    rehash(forged)
+    with duckdb.connect(str(run.bank_path), read_only=True) as con:
+        stored = con.execute("SELECT id, title, content FROM entries ORDER BY id").fetchall()
+    with duckdb.connect(str(bank_from_bundle(forged, tmp_path / "bank.duckdb")), read_only=True) as con:
+        assert con.execute("SELECT id, title, content FROM entries ORDER BY id").fetchall() == stored
+    assert len(stored) >= 3 and all(title != content for _, title, content in stored)
+
+
+@pytest.mark.parametrize(
+    ("name", "select", "problem"),
+    [
+        ("bank_entries.parquet", "id, task, title AS heading, * EXCLUDE (id, task, title)", "no column title"),
+        ("bank_entries.parquet", "* REPLACE (id::VARCHAR AS id)", "column id is VARCHAR, expected INTEGER"),
+        ("bank_entries.parquet", "*, 1 AS extra", "has a column extra .INTEGER., not one of id, task"),
+        ("bank_operations.parquet", "* REPLACE (seq::DOUBLE AS seq)", "column seq is DOUBLE, expected BIGINT"),
+        ("bank_meta.parquet", "key AS name, value", "has no column key"),
+        ("metrics.parquet", "* REPLACE (step::VARCHAR AS step)", "column step is VARCHAR, expected INTEGER"),
+        ("metrics.parquet", "*, 1::BIGINT AS counted", "column counted is BIGINT, expected DOUBLE"),
+    ],
+)
+def test_a_table_with_a_renamed_retyped_or_extra_column_is_refused_naming_it(run_and_bundle, tmp_path, name, select,
+                                                                            problem):
+    _, bundle = run_and_bundle
+    forged = rewritten(bundle, tmp_path, name, select)
+    rehash(forged)
+    with pytest.raises(BundleError, match=f"{name}: the table.*{problem}"):
+        with opened(forged):
+            pass
+
+
+@pytest.mark.parametrize("attack", ["changed", "unlisted", "unlisted-config", "outside-name", "link", "fifo", "folder"])
+def test_a_bundle_whose_manifest_does_not_list_exactly_its_own_files_is_refused(run_and_bundle, tmp_path, attack):
+    """A config.json left out of bundle.json and edited was used; a manifest name ../outside.txt was read; a
+    config.json that is a link out of the bundle was followed."""
+    _, bundle = run_and_bundle
+    forged = rewritten(bundle, tmp_path, "config.json")
+    outside = tmp_path / "outside.txt"
+    outside.write_text((forged / "config.json").read_text().replace('"seed": 0', '"seed": 7'))
+    manifest = json.loads((forged / MANIFEST).read_text())
+    if attack == "changed":  # opened() took a bundle for a compacted run folder and checked no hash
+        (forged / "config.json").write_text(outside.read_text())
+        problem = "config.json differs from the sha256 in bundle.json"
+    elif attack == "unlisted":
+        (forged / "notes.txt").write_text("extra")
+        problem = "notes.txt is not listed in bundle.json"
+    elif attack == "unlisted-config":
+        del manifest["files"]["config.json"]
+        (forged / "config.json").write_text(outside.read_text())
+        problem = "config.json is not listed in bundle.json"
+    elif attack == "outside-name":
+        manifest["files"]["../outside.txt"] = listing(outside)
+        problem = "bundle.json lists '../outside.txt'; accepted: the plain names"
+    elif attack == "link":
+        (forged / "config.json").unlink()
+        (forged / "config.json").symlink_to(outside)
+        manifest["files"]["config.json"] = listing(outside)
+        problem = f"config.json is a link to {outside}"
+    elif attack == "fifo":
+        os.mkfifo(forged / "queue")
+        problem = "queue is not a regular file"
+    else:
+        (forged / "sub").mkdir()
+        problem = "sub is not a regular file"
+    (forged / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(BundleError, match=re.escape(problem)):
+        with opened(forged) as run:
+            assert run.config().seed == 0  # never reached: nothing is read from an unchecked file
+
+
+def test_eval_of_a_missing_run_folder_says_it_is_missing_and_what_is_accepted_in_one_line(tmp_path, monkeypatch):
+    """A mistyped run folder was looked up as a model ('Model path ... does not exist', or the hub) in a traceback."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").mkdir()
+    for given in (str(tmp_path / "results" / "comp_rl_seed9"), "results/comp_rl_seed9", "./comp_rl_seed9"):
+        with pytest.raises(SystemExit, match=rf"^comprl: no run folder or bundle at {re.escape(given)}: it does not "
+                                             r"exist \(.*\); accepted: a run folder \(with config.json\), a bundle"):
+            main(["eval", given])
+    assert evaluate.names_a_path("results/comp_rl_seed9") and not evaluate.names_a_path("HuggingFaceTB/SmolLM2-135M")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit, match="^comprl: empty is neither a run folder .*; accepted: a run folder"):
+        main(["eval", "empty"])
+    with pytest.raises(SystemExit, match="^comprl: nope is not a run folder: it has no config.json$"):
+        main(["export", "nope", "bundle"])
+
+
+def test_a_run_folder_whose_files_are_links_out_of_it_is_not_exported(run_and_bundle, tmp_path):
+    run, _ = run_and_bundle
+    copy = shutil.copytree(run.path, tmp_path / "run", ignore=shutil.ignore_patterns("checkpoint", "tensorboard"))
+    (tmp_path / "outside.json").write_text((copy / "config.json").read_text())
+    (copy / "config.json").unlink()
+    (copy / "config.json").symlink_to(tmp_path / "outside.json")
+    with pytest.raises(BundleError, match="config.json is a link to .*outside.json; accepted: the run's files"):
+        export_run(copy, tmp_path / "bundle")
+    assert not (tmp_path / "bundle").exists()

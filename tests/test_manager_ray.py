@@ -1,15 +1,21 @@
-"""The experience manager as a Ray actor in its own process (``experience.mode="async"``), Ray started locally.
-
-Ray runs offline on this machine: ``ray.init()`` starts a local cluster in a few seconds.
+"""The experience manager as a Ray actor in its own process (``experience.mode="async"``), Ray started locally:
+a node of the process's own (comprl.ray_start), which listens on loopback alone and lets in only its token's holders.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
+from conftest import LOOPBACK_ONLY
 from comprl import make_config, run_experiment
 from comprl.experience.bank import ExperienceBank
 from comprl.experience.interface import Episode, Outcome
@@ -27,6 +33,52 @@ def local_ray():
     start_ray(num_cpus=2, include_dashboard=False, logging_level="WARNING")
     yield
     ray.shutdown()
+
+
+def test_the_local_node_listens_on_loopback_alone():
+    """Every server of the node (GCS, raylet, agents, workers, the driver's own) on loopback: by default Ray's
+    servers listen on every interface of a Linux machine."""
+    driver = psutil.Process()  # the node's processes are its children
+    listening = [c.laddr for p in (driver, *driver.children(recursive=True)) for c in _listening(p)]
+    assert listening and [a for a in listening if not _loopback(a.ip)] == []
+
+
+def test_the_local_node_lets_in_no_process_without_its_own_token():
+    """Another process of the user's reaching the node where it listens, with Ray's default token if there is one
+    (``~/.ray/auth_token``, which Ray writes readable by all and which a plain ``ray.init()`` node requires): it is
+    refused for want of the node's token."""
+    address = ray.get_runtime_context().gcs_address
+    intruder = subprocess.run(
+        [sys.executable, "-c", f"import ray; ray.init(address={address!r}, logging_level='ERROR')"],
+        env={
+            **os.environ, "RAY_AUTH_MODE": "token", "RAY_NUM_REDIS_GET_RETRIES": "1",  # one try, not 20
+            LOOPBACK_ONLY: "0" if _loopback(address.rsplit(":", 1)[0]) else "1",
+        },
+        capture_output=True, text=True, timeout=120,
+    )
+    assert intruder.returncode != 0, "another process joined the run's cluster"
+    assert re.search("authentication token", intruder.stderr, re.I), intruder.stderr[-2000:]
+
+
+def test_the_local_node_keeps_its_files_where_only_its_user_enters():
+    """Its sockets, logs and session files lie in a folder closed to other users: Ray makes its own temp dir,
+    ``/tmp/ray`` by default, and each session's folder in it writable by all."""
+    session = Path(ray._private.worker._global_node.get_session_dir_path())
+    assert any(p.stat().st_uid == os.getuid() and p.stat().st_mode & 0o077 == 0 for p in session.parents), session
+
+
+def _listening(process: psutil.Process) -> list:
+    """The TCP sockets ``process`` listens on."""
+    try:
+        return [c for c in process.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN]
+    except psutil.NoSuchProcess:  # a worker that ended meanwhile
+        return []
+
+
+def _loopback(ip: str) -> bool:
+    """Whether ``ip`` is a loopback address (``::ffff:127.0.0.1`` too: IPv4 loopback on a dual-stack socket)."""
+    address = ipaddress.ip_address(ip)
+    return (getattr(address, "ipv4_mapped", None) or address).is_loopback
 
 
 def seeded_inputs(step: int) -> list[Episode]:

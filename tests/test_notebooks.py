@@ -134,13 +134,13 @@ def test_notebook_06_explores_a_run_bank(tmp_path, seeded_bank):
     out = tmp_path / "nb06"
     # one step without evaluations: its guided episodes use the seeded entries, which is what the explorer shows
     overrides = json.dumps({"bank.init_from": str(seeded_bank), "steps": 1, "eval_episodes": 0})
-    params = ["-p", "train", "true", "-p", "output_dir", str(out / "runs"), "-p", "overrides", overrides]
+    params = ["-p", "train", "true", "-p", "overrides", overrides]  # the run goes into --output-dir (output_dir)
     assert main(["run", "06_bank_explorer", "--profile", "smoke", "--output-dir", str(out), *params]) == 0
     executed = json.loads((out / "06_bank_explorer.ipynb").read_text())
     text = json.dumps(executed["cells"])
     assert "application/vnd.jupyter.widget-view+json" in text  # the explorer widget was displayed
     assert "created_step" in text and "counters at the last step" in text  # the bank table and counters printed
-    with duckdb.connect(str(out / "runs" / "comp_rl_seed0" / "bank.duckdb"), read_only=True) as con:
+    with duckdb.connect(str(out / "comp_rl_seed0" / "bank.duckdb"), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM operations WHERE op = 'use'").fetchone()[0] > 0
 
 

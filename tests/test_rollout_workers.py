@@ -1,17 +1,15 @@
-"""Rollout workers as Ray actors (``rollout_workers``) on a local Ray cluster started as on a real head node
-(``ray start --head``), the driver joining it with ``experience.ray_address="auto"`` (README, "Scaling out")."""
+"""Rollout workers as Ray actors (``rollout_workers``) on a Ray cluster started as on a real head node
+(``ray start --head``), the driver joining it by its address with its token (README, "Scaling out")."""
 
 from __future__ import annotations
 
+import secrets
 import shutil
-import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
+from conftest import LOOPBACK_ONLY, ray_head_node
 from comprl.config import make_config
 from comprl.llm import load_model
 from comprl.actor.trainer import ActorTrainer
@@ -19,27 +17,26 @@ from comprl.loop import StepLayout, make_envs, run_experiment
 from comprl.actor.workers import RolloutWorkers
 
 ray = pytest.importorskip("ray")
-RAY = Path(sys.executable).with_name("ray")
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A one-node Ray cluster started from the command line (``ray start --head``, as on a real head node) and the
-    address a driver on that node joins it by: ``"auto"``, which also picks up the cluster's auth token."""
-    if not RAY.exists():
-        pytest.skip(f"no ray command next to {sys.executable}")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    """A one-node Ray cluster started from the command line with a token (tests/conftest.py's ``ray_head_node``:
+    its own files, loopback only, stopped alone), and its address; the driver holds the token as a driver on
+    another machine would (``RAY_AUTH_TOKEN``) and reaches loopback as Ray's single-machine mode does."""
+    from ray._private import ray_constants
+
     ray.shutdown()  # a Ray another test started in this process
-    start = [str(RAY), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=3",
-             "--include-dashboard=false", "--disable-usage-stats"]
-    subprocess.run(start, check=True, capture_output=True, timeout=120)
-    try:
-        yield "auto"
-    finally:
-        ray.shutdown()
-        subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120)
+    token = secrets.token_hex(32)
+    with ray_head_node(token, num_cpus=3) as node, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_AUTH_MODE", "token")
+        patch.setenv("RAY_AUTH_TOKEN", token)
+        patch.setenv(LOOPBACK_ONLY, "0")
+        patch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)  # what the switch sets when ray is imported
+        try:
+            yield node.address
+        finally:
+            ray.shutdown()
 
 
 def smoke(address: str, **overrides):

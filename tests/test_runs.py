@@ -161,3 +161,78 @@ def test_run_folders_are_found_at_any_depth_and_a_link_is_listed_where_it_is_not
     assert run_folders(tmp_path / "cpu" / "02_multitask") == [link]
     assert run_folders(deep.path) == [deep.path]  # a run folder itself
     assert run_folders(tmp_path / "missing") == []
+
+
+def victim_run(folder) -> dict[str, bytes]:
+    """A run folder outside the results set, with the files a fresh start deletes; returns its files' contents."""
+    run = make_run(folder.parent, "comp_rl", 0, 0.25, 0.75)
+    run.path.rename(folder)
+    for name in ["finished", "machines.jsonl", "bank.duckdb", "metrics.parquet", "checkpoint/state.pt",
+                 "tensorboard/events"]:
+        (folder / name).parent.mkdir(exist_ok=True)
+        (folder / name).write_text(name)
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_link_stored_as_a_file_that_leads_out_of_the_results_set_is_not_restored_nor_cleared(tmp_path):
+    """A 16-byte plain file ``../../victim_run`` in a results set was made a link, and starting its run afresh
+    deleted the files of the run folder beside the set and overwrote its config.json."""
+    victim = tmp_path / "victim_run"
+    files = victim_run(victim)
+    config = Run(victim).config()
+    (tmp_path / "set" / "02").mkdir(parents=True)
+    stand_in = tmp_path / "set" / "02" / "room"
+    stand_in.write_text("../../victim_run")
+    assert stand_in.stat().st_size == 16 and not restore_link(stand_in)
+    with pytest.raises(FileExistsError, match="a file of that name is in the way"):
+        Run.create(tmp_path / "set" / "02", make_config("smoke", method="baseline"), name="room")
+    # a real link out of the set: started afresh, a new folder replaces the link; resumed, it is refused
+    stand_in.unlink()
+    stand_in.symlink_to("../../victim_run", target_is_directory=True)
+    with pytest.raises(FileExistsError, match="outside its results set"):
+        Run.create(tmp_path / "set" / "02", config, name="room", resume=True)
+    fresh = Run.create(tmp_path / "set" / "02", make_config("smoke", method="baseline"), name="room")
+    assert not fresh.path.is_symlink() and fresh.config().method == "baseline"
+    # a stand-in whose own folder is a link leaving the set, though its target leads back in
+    make_run(tmp_path / "set" / "01", "comp_rl", 0, 0.25, 0.75)
+    (tmp_path / "elsewhere" / "03").mkdir(parents=True)
+    (tmp_path / "set" / "03").symlink_to("../elsewhere/03", target_is_directory=True)
+    (tmp_path / "set" / "03" / "room").write_text("../../set/01/comp_rl_seed0")
+    assert (tmp_path / "elsewhere" / "03" / "../../set/01/comp_rl_seed0/config.json").is_file()
+    assert not restore_link(tmp_path / "set" / "03" / "room")
+    assert {p.relative_to(victim).as_posix(): p.read_bytes() for p in victim.rglob("*") if p.is_file()} == files
+
+
+def test_a_run_started_afresh_replaces_a_link_and_never_deletes_or_writes_through_one(tmp_path):
+    """A linked finished run started afresh deleted the original's files; a config.json hard-linked to another
+    run's was overwritten in place."""
+    original = make_run(tmp_path / "01", "comp_rl", 0, 0.25, 0.75)
+    original.mark_finished()
+    files = {p.name: p.read_bytes() for p in original.path.iterdir()}
+    link = tmp_path / "02" / "room"
+    link.parent.mkdir()
+    link.symlink_to("../01/comp_rl_seed0", target_is_directory=True)
+    assert Run.create(tmp_path / "02", original.config(), name="room", resume=True).path.is_symlink()
+    fresh = Run.create(tmp_path / "02", original.config(), name="room")
+    assert not fresh.path.is_symlink() and not fresh.finished and fresh.metrics().empty
+    other = tmp_path / "03" / "room"
+    other.mkdir(parents=True)
+    os.link(original.path / "config.json", other / "config.json")
+    Run.create(tmp_path / "03", make_config("smoke", method="baseline"), name="room")
+    assert {p.name: p.read_bytes() for p in original.path.iterdir()} == files
+    # a linked run that is not finished is not resumed through the link (resuming writes into it)
+    (original.path / "finished").unlink()
+    link.parent.joinpath("again").symlink_to("../01/comp_rl_seed0", target_is_directory=True)
+    with pytest.raises(FileExistsError, match="a run that is not finished"):
+        Run.create(tmp_path / "02", original.config(), name="again", resume=True)
+
+
+def test_a_metric_named_like_another_but_for_case_is_refused_naming_both(tmp_path):
+    """run.duckdb's column names ignore case: ``Loss`` after ``loss`` raised DuckDB's own CatalogException."""
+    run = make_run(tmp_path, "baseline", 0, 0.0, 1.0)
+    run.log(3, "train", {"loss": 0.5})
+    for row in [{"Loss": 0.25}, {"success": 1.0, "SUCCESS": 0.0}]:
+        with pytest.raises(ValueError, match="differs from the metric '(loss|success)' only by case") as refused:
+            run.log(4, "train", row)
+        assert "give the two metrics names that differ by more than case" in str(refused.value)
+    assert run.metrics()["step"].max() == 3  # nothing logged

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import struct
 
 import pytest
 from conftest import needs_sandbox
@@ -11,9 +12,12 @@ from conftest import needs_sandbox
 from comprl.envs import make
 from comprl.envs.base import EVAL_SEED_OFFSET
 from comprl.envs.swe.sandbox import Sandbox, SandboxConfig
+from comprl.envs.swe.seccomp import DENIED, UnsupportedMachine, filter_program
 from comprl.envs.swe.tasks import (
     DATA_DIR,
+    SubmissionRefused,
     TaskDataError,
+    diff_trees,
     grade_statuses,
     load_tasks,
     materialize,
@@ -234,6 +238,38 @@ def test_sandbox_kills_long_commands_and_caps_output(tmp_path):
     assert flood.timed_out and flood.truncated and len(flood.output) < 1200 and "omitted" in flood.output
     background = sandbox.run("sleep 30 & echo started")
     assert not background.timed_out and background.output.strip() == "started"
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_seccomp_filter_checks_every_denied_call_on_each_supported_machine(machine):
+    program = filter_program(machine)
+    instructions = [struct.unpack("=HBBI", program[start : start + 8]) for start in range(0, len(program), 8)]
+    equality_checks = [number for code, _, _, number in instructions if code == 0x15]  # BPF_JMP|BPF_JEQ|BPF_K
+    assert len(equality_checks) == len(set(equality_checks)) == len(DENIED) + 1  # the architecture, then each call
+    with pytest.raises(UnsupportedMachine, match="supported: x86_64, aarch64"):
+        filter_program("riscv64")
+
+
+def test_the_diff_of_a_tree_is_bounded_before_its_files_are_read(tmp_path):
+    """A file that gained more bytes than the patch may hold is refused from its size alone (its diff would hold
+    them all), and so are trees with too many entries or too many bytes."""
+    task = TASKS[0]
+    before, after = materialize(task, tmp_path / "before"), materialize(task, tmp_path / "after")
+    config = SandboxConfig(patch_kb=4, workspace_files=40, submission_mb=1)
+    (after / "notes.txt").write_text("fixed\n")
+    assert diff_trees(before, after, config) == "--- /dev/null\n+++ b/notes.txt\n@@ -0,0 +1 @@\n+fixed\n"
+    with (after / "sparse").open("wb") as sparse:
+        sparse.truncate(5 * 2**20)
+    with pytest.raises(SubmissionRefused, match="submission_mb"):
+        diff_trees(before, after, config)
+    (after / "sparse").write_bytes(b"\n" * 5000)
+    with pytest.raises(SubmissionRefused, match="patch_kb"):
+        diff_trees(before, after, config)
+    (after / "sparse").unlink()
+    for index in range(40):
+        (after / f"empty{index}").touch()
+    with pytest.raises(SubmissionRefused, match="workspace_files"):
+        diff_trees(before, after, config)
 
 
 # ---- episodes ---------------------------------------------------------------------------------------------

@@ -18,8 +18,10 @@ import pytest
 from conftest import needs_sandbox
 
 from comprl.envs import make
-from comprl.envs.swe.sandbox import SANDBOX_UID, SandboxConfig
+from comprl.envs.swe import env as env_module
+from comprl.envs.swe.sandbox import SANDBOX_UID, Sandbox, SandboxConfig
 from comprl.envs.swe.tasks import DATA_DIR, GRADING_TIMEOUT_S, grade_tree, load_tasks, materialize
+from comprl.envs.swe.tools import MAX_VIEW_CHARS
 
 pytestmark = needs_sandbox
 
@@ -253,6 +255,17 @@ def test_the_editor_listing_does_not_reveal_which_host_paths_exist(env, tmp_path
     assert lines[0].replace("host_dir_link", "X") == lines[1].replace("missing_link", "X"), listing
 
 
+def test_the_editors_answers_are_bounded_whatever_the_workspace_holds(env):
+    """A folder of many long names, or an ``old_str`` found thousands of times, made one editor answer hold
+    everything (4 MB for 19,000 names); each answer is now cut to about `MAX_VIEW_CHARS`."""
+    env.step(bash("python -c \"\nfor i in range(3000):\n    open(f'{i:04d}' + 'x' * 100, 'w').close()\""))
+    listing, *_ = env.step(call("str_replace_editor", command="view", path="/repo"))
+    assert "0000" + "x" * 100 in listing and "more entries" in listing and len(listing) < MAX_VIEW_CHARS + 1000
+    env.step(call("str_replace_editor", command="create", path="/repo/lines.txt", file_text="a\n" * 5000))
+    answer, *_ = env.step(call("str_replace_editor", command="str_replace", path="/repo/lines.txt", old_str="a"))
+    assert "occurs 5000 times" in answer and len(answer) < 1000, answer[:2000]
+
+
 # ---- 7. privileges inside the sandbox ----------------------------------------------------------------------
 
 
@@ -419,3 +432,192 @@ def test_an_endless_stream_of_answers_is_cut_by_the_graders_memory_limit(tmp_pat
     report = grade_with_package_code("ledger-007", endless, tmp_path, config)
     assert report.grader_out_of_memory and not report.resolved, report.log[-2000:]
     assert time.monotonic() - started < GRADING_TIMEOUT_S / 2
+
+
+# ---- 11. what the trusted side reads and writes at submit --------------------------------------------------
+
+
+def test_sparse_files_are_refused_before_the_host_reads_or_copies_them(env):
+    """Sparse files take no room in the workspace's quota, but their holes are bytes to whoever reads or copies
+    them: 90 MB of apparent size over the 64 MB limit is refused unread, with nothing diffed into ``info``."""
+    observation, *_ = env.step(bash("for i in 1 2 3; do truncate -s 30M sparse$i; done; echo real > data; du -sk ."))
+    assert (env.unwrapped.workspace / "sparse3").stat().st_size == 30 * 2**20, observation
+    reward, info = submit(env)
+    assert reward == 0.0 and info["patch"] == "", len(info["patch"])
+    assert "SandboxConfig.submission_mb" in info["grading"]["refused"], info["grading"]
+
+
+def test_a_diff_over_the_patch_limit_is_refused():
+    environment = make("comprl/SWE-Lite-v0", sandbox=SandboxConfig(patch_kb=64))
+    try:
+        environment.reset(options={"instance_id": TASK.instance_id})
+        environment.step(bash("head -c 200000 /dev/urandom | base64 > notes.txt"))
+        reward, info = submit(environment)
+        assert reward == 0.0 and info["patch"] == "" and "SandboxConfig.patch_kb" in info["grading"]["refused"]
+    finally:
+        environment.close()
+
+
+WRITE_AT_IMPORT = """
+written = 0
+try:
+    for index in range(12):
+        with open(f"/repo/filler{index}", "wb") as filler:
+            filler.write(b"x" * (8 * 2**20))
+        written += 8
+except OSError:
+    pass
+raise RuntimeError(f"wrote-{written}-MB")
+"""
+"""Code that, at import during grading, fills the graded copy with up to 96 MB and says how much it could write."""
+
+
+def test_what_the_code_writes_while_graded_lands_under_a_quota(tmp_path):
+    quota_mb = 32
+    report = grade_with_package_code("ledger-005", WRITE_AT_IMPORT, tmp_path, SandboxConfig(workspace_mb=quota_mb))
+    written = [int(megabytes) for megabytes in re.findall(r"wrote-(\d+)-MB", report.log)]
+    assert written and max(written) < quota_mb and not report.resolved, report.log[-3000:]
+
+
+def test_the_workspace_holds_a_bounded_number_of_files():
+    """Files are capped where they are made (the workspace's inode count), so the host never walks 200,000."""
+    environment = make("comprl/SWE-Lite-v0", sandbox=SandboxConfig(workspace_files=500))
+    try:
+        environment.reset(options={"instance_id": TASK.instance_id})
+        observation, *_ = environment.step(bash("mkdir many && cd many && for i in $(seq 2000); do : > f$i; done"))
+        made = sum(1 for _ in environment.unwrapped.workspace.rglob("*"))
+        assert made < 500 and "No space left on device" in observation, made
+        reward, info = submit(environment)
+        assert reward == 0.0 and info["grading"]["refused"] == "", info["grading"]
+    finally:
+        environment.close()
+
+
+def test_a_tree_with_too_many_files_is_refused_unread(tmp_path):
+    """A tree that no tmpfs capped (made on the host, or with ``episode_limits=False``) is counted before grading
+    copies anything."""
+    tree = materialize(TASK, tmp_path / "submitted")
+    for index in range(300):
+        (tree / f"junk{index}").touch()
+    (tmp_path / "scratch").mkdir()
+    report = grade_tree(TASK, tree, tmp_path / "scratch", SandboxConfig(workspace_files=200))
+    assert not report.resolved and "SandboxConfig.workspace_files" in report.refused
+    assert list((tmp_path / "scratch").iterdir()) == []
+
+
+def test_the_grading_clock_covers_the_hosts_work_on_the_submission(env, monkeypatch):
+    """The grading time starts at submit, before the host diffs and copies the tree: a slow host side leaves the
+    tests less time, not a fresh allowance (a fixed submission whose host-side work outlasts it is not graded)."""
+    for edit in TASK.bug:
+        env.step(call("str_replace_editor", command="str_replace", path=f"/repo/{edit.path}", old_str=edit.replace,
+                      new_str=edit.find))  # fmt: skip
+    real_diff = env_module.diff_trees
+
+    def slow_diff(*arguments):
+        time.sleep(1.5)
+        return real_diff(*arguments)
+
+    monkeypatch.setattr(env_module, "GRADING_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(env_module, "diff_trees", slow_diff)
+    reward, info = submit(env)
+    assert reward == 0.0 and "grading time" in info["grading"]["refused"], info["grading"]
+
+
+# ---- 12. system calls and host paths inside the sandbox ----------------------------------------------------
+
+SYSCALL_PROBE = """
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+buffer = ctypes.create_string_buffer(512)
+address, sibling, own = ctypes.addressof(buffer), int(sys.argv[1]), os.getpid()
+text = lambda value: ctypes.c_char_p(value.encode())
+probes = {probes}
+for name, (number, *arguments) in probes.items():
+    result = libc.syscall(ctypes.c_long(number), *(argument if isinstance(argument, ctypes.c_char_p)
+                                                   else ctypes.c_long(argument) for argument in arguments))
+    print(name, "ok" if result >= 0 else errno.errorcode.get(ctypes.get_errno(), "?"))
+"""
+"""Makes each probed system call (x86_64 numbers) with arguments that succeed, or fail for a reason other than a
+missing privilege, where the kernel allows it without one; prints ``name ok`` or ``name ERRNO``."""
+SYSCALL_PROBES = {
+    "io_uring_setup": "(425, 1, address)",
+    "io_uring_enter": "(426, -1, 0, 0, 0, 0, 0)",
+    "io_uring_register": "(427, -1, 0, 0, 0)",
+    "ptrace": "(101, 16, sibling, 0, 0)",  # PTRACE_ATTACH to a sibling process
+    "process_vm_readv": "(310, sibling, 0, 0, 0, 0, 0)",
+    "process_vm_writev": "(311, sibling, 0, 0, 0, 0, 0)",
+    "pidfd_getfd": "(438, -1, 0, 0)",
+    "process_madvise": "(440, -1, 0, 0, 0, 0)",
+    "kcmp": "(312, own, sibling, 0, 0, 0)",
+    "bpf": "(321, 9999, 0, 0)",
+    "perf_event_open": "(298, 0, 0, -1, -1, 0)",
+    "userfaultfd": "(323, 1)",  # UFFD_USER_MODE_ONLY
+    "keyctl": "(250, 0, -3, 0)",  # the session keyring's id
+    "add_key": "(248, text('user'), text('k'), text('v'), 1, -2)",
+    "request_key": "(249, text('user'), text('absent'), 0, 0)",
+    "mount": "(165, 1, 1, 1, 0, 0)",
+    "umount2": "(166, text('/tmp'), 0xdead)",
+    "pivot_root": "(155, 1, 1)",
+    "move_mount": "(429, -1, text(''), -1, text(''), 0xdead0000)",
+    "open_tree": "(428, -100, text('/'), 0)",
+    "open_tree_attr": "(467, -100, text('/'), 0, 0, 0)",
+    "fsopen": "(430, text('tmpfs'), 0xdead)",
+    "fsconfig": "(431, -1, 0, 0, 0, 0)",
+    "fsmount": "(432, -1, 0xdead, 0)",
+    "fspick": "(433, -100, text('/'), 0xdead)",
+    "mount_setattr": "(442, -100, text('/'), 0xdead, 0, 0)",
+    "statmount": "(457, 0, 0, 0, 0)",
+    "listmount": "(458, 0, 0, 0, 0)",
+    "unshare": "(272, 0)",
+    "setns": "(308, -1, 0)",
+    "kexec_load": "(246, 0, 0, 0, 0xdead)",
+    "kexec_file_load": "(320, -1, -1, 0, 0, 0xdead)",
+    "init_module": "(175, 0, 0, 0)",
+    "finit_module": "(313, -1, 0, 0xdead)",
+    "delete_module": "(176, text('x'), 0)",
+    "swapon": "(167, text('/nonexistent'), 0)",
+    "swapoff": "(168, text('/nonexistent'))",
+    "reboot": "(169, 0, 0, 0, 0)",
+    "acct": "(163, 0)",
+    "quotactl": "(179, 0, 0, 0, 0)",
+    "quotactl_fd": "(443, -1, 0, 0, 0)",
+    "name_to_handle_at": "(303, -100, text('.'), address, address + 256, 0)",
+    "open_by_handle_at": "(304, -1, address, 0)",
+    "lookup_dcookie": "(212, 0, 0, 0)",
+    "syslog": "(103, 10, 0, 0)",  # SYSLOG_ACTION_SIZE_BUFFER
+    "personality": "(135, 0xffffffff)",  # allowed: a query some programs make at start
+}
+
+
+@pytest.fixture(scope="module")
+def syscall_results(tmp_path_factory) -> dict[str, str]:
+    if os.uname().machine != "x86_64":
+        pytest.skip("the probe uses x86_64 system call numbers")
+    folder = tmp_path_factory.mktemp("probe")
+    probes = "{" + ", ".join(f"{name!r}: {arguments}" for name, arguments in SYSCALL_PROBES.items()) + "}"
+    (folder / "probe.py").write_text(SYSCALL_PROBE.format(probes=probes))
+    output = Sandbox(folder).run("sleep 30 & python probe.py $!; kill $!").output
+    return dict(line.split() for line in output.splitlines() if len(line.split()) == 2)
+
+
+@pytest.mark.parametrize("name", [name for name in SYSCALL_PROBES if name != "personality"])
+def test_a_system_call_an_agent_never_needs_is_denied(syscall_results, name):
+    assert syscall_results.get(name) == "EPERM", syscall_results
+
+
+def test_the_filter_allows_what_programs_need(syscall_results):
+    assert syscall_results.get("personality") == "ok", syscall_results
+
+
+def test_no_host_path_of_the_episode_is_visible_inside(env):
+    """bwrap's command line (``/proc/1/cmdline``) and the mount table name no folder of the host's."""
+    scratch = env.unwrapped.workspace.parent
+    observation, *_ = env.step(
+        bash(
+            "for f in /proc/[0-9]*/cmdline /proc/[0-9]*/environ /proc/[0-9]*/mountinfo; do tr '\\0' ' ' < $f; "
+            "echo; done; readlink /proc/[0-9]*/cwd /proc/[0-9]*/root /proc/[0-9]*/exe; echo probed"
+        )
+    )
+    assert "probed" in observation and "/repo" in observation, observation
+    assert str(scratch) not in observation and scratch.name not in observation, observation

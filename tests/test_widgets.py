@@ -7,7 +7,7 @@ import hashlib
 import pandas as pd
 import pytest
 
-from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
+from comprl.experience.bank import BankFileError, Embedder, ExperienceBank, NewEntry, Write
 from comprl.config import make_config
 from comprl.runs import Run
 from comprl.kit.widgets import BankExplorer, LiveTrainingPlot
@@ -183,6 +183,34 @@ def test_reload_sees_new_writes(run_and_bank):
 def test_missing_bank_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no experience bank at"):
         BankExplorer(tmp_path)
+
+
+def _damaged(bank: bytes, kind: str) -> bytes:
+    """A bank file's bytes spoiled in one of the ways a copy, a disk or a user spoils them."""
+    spoiled = bytearray(bank)
+    if kind == "text":
+        return b"entries of my own, not a database\n"
+    if kind == "empty":
+        return b""
+    if kind == "truncated":
+        return bank[:5000]
+    if kind == "magic":
+        spoiled[8:12] = b"XXXX"  # DuckDB's magic bytes
+    else:
+        spoiled[4096:4200] = b"\xff" * 104  # the first database header, whose checksum no longer matches
+    return bytes(spoiled)
+
+
+@pytest.mark.parametrize("kind", ["text", "empty", "truncated", "magic", "header"])
+def test_a_file_that_is_no_bank_is_refused_naming_the_users_file_not_the_explorers_copy(run_and_bank, tmp_path, kind):
+    run, _ = run_and_bank
+    path = tmp_path / "bank.duckdb"
+    path.write_bytes(_damaged(run.bank_path.read_bytes(), kind))
+    with pytest.raises(BankFileError) as refused:
+        BankExplorer(path)
+    said = str(refused.value)
+    assert said.startswith(f"{path} cannot be opened as a bank: ") and "comprl-bank-" not in said, said
+    assert said.endswith("; accepted: a run folder, its bank.duckdb, a bundle or a compacted run")
 
 
 def test_live_plot_callback_and_throttle(tmp_path):

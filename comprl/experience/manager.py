@@ -39,6 +39,7 @@ from comprl import console
 from comprl.checkpoint import BackgroundWrite, copied, load_torch, writing
 from comprl.config import TRAINS_EXTRACTOR, ExperimentConfig
 from comprl.experience.bank import Embedder, Entry, ExperienceBank
+from comprl.experience.bank.store import bank_fingerprint
 from comprl.experience.interface import Episode, Outcome, checked_search
 from comprl.experience.queue_file import queue_path, read_episodes, write_episodes
 from comprl.experience.extractor.trainer import ExtractorSample, ExtractorTrainer
@@ -69,7 +70,8 @@ class ExperienceManager:
             does its work before returning (``mode="sync"``).
         clock: seconds, for the "recently retrieved" window (injectable for tests).
         checkpoint: a folder written by :meth:`save_checkpoint` to continue from: its bank replaces the file at
-            ``bank_path`` and the extractor, its samples, the queue and the random states are restored.
+            ``bank_path`` (if it is the snapshot the checkpoint recorded) and the extractor, its samples, the queue
+            and the random states are restored.
         actor, actor_engine: with ``extractor.share_actor`` (and only then), the actor's trainer and generation
             engine: the extractor is then ``actor.model`` (no model of its own is loaded), generating with the
             tokenizer of ``actor_engine``, and its CISPO trainer updates the actor's weights with an optimiser of
@@ -106,8 +108,10 @@ class ExperienceManager:
         # process (sync) leaves the actor's sampling as it would be without it.
         self._torch_rng = torch.Generator().manual_seed(config.seed + 1).get_state()
         self._engine_lock = threading.Lock()  # the extractor model: distillation, merges, updates, search_and_ask
+        state = None if checkpoint is None else load_torch(Path(checkpoint) / "manager.pt", classes=[ExtractorSample])
         if checkpoint is not None:
-            ExperienceBank.restore(Path(checkpoint) / "bank.duckdb", bank_path)
+            # refused, before anything is written, unless it is the snapshot this manager.pt was written with
+            ExperienceBank.restore(Path(checkpoint) / "bank.duckdb", bank_path, state.get("bank"))
             queue_path(bank_path).unlink(missing_ok=True)  # persisted after the checkpoint: its episodes come again
         if config.extractor.share_actor:
             if actor is None or actor_engine is None:
@@ -170,7 +174,7 @@ class ExperienceManager:
         self._report: dict[str, Any] | None = None
 
         if checkpoint is not None:
-            self._load_checkpoint(Path(checkpoint))
+            self._load_checkpoint(Path(checkpoint), state)
         restored = queue_path(bank_path)
         if restored.is_file():
             episodes = read_episodes(restored)
@@ -555,7 +559,8 @@ class ExperienceManager:
         """Take the experience side's checkpoint as of this call and write it to ``directory`` in a thread while the
         caller goes on (:meth:`wait_checkpoint` waits for the files): a snapshot of the bank (``bank.duckdb``), the
         episodes still queued (``queue.jsonl``), and in ``manager.pt`` the extractor's trainable weights, optimiser
-        and samples, the outcomes and merges not yet processed, the random states and the retrieval counters.
+        and samples, the outcomes and merges not yet processed, the random states, the retrieval counters and the
+        bank snapshot's fingerprint (a resume refuses any other bank file in its place).
 
         What the actor has handed over (episodes, outcomes, merges, the step) is taken at once, and so is the
         extractor's state when it is between two units of work (always in sync mode). A unit in progress (async)
@@ -602,8 +607,9 @@ class ExperienceManager:
                 self._cv.notify_all()
         with writing(directory / "queue.jsonl"):
             write_episodes(directory / "queue.jsonl", queue)
+        bank = bank_fingerprint(directory / "bank.duckdb")  # what a resume checks the snapshot against
         with writing(directory / "manager.pt"):
-            torch.save({**state, **extractor}, directory / "manager.pt")
+            torch.save({**state, **extractor, "bank": bank}, directory / "manager.pt")
 
     def _extractor_state(self) -> dict[str, Any]:
         """The extractor's part of a checkpoint, copied (callers hold ``_cv`` between two units of its work)."""
@@ -615,10 +621,10 @@ class ExperienceManager:
         with self._cv:
             self._cv.wait_for(lambda: not self._holds)
 
-    def _load_checkpoint(self, directory: Path) -> None:
-        """Restore what :meth:`save_checkpoint` wrote (the bank file was put back before it was opened), loading
-        tensors, plain data and extractor samples only (:func:`comprl.checkpoint.load_torch`)."""
-        state = load_torch(directory / "manager.pt", classes=[ExtractorSample])
+    def _load_checkpoint(self, directory: Path, state: dict[str, Any]) -> None:
+        """Restore what :meth:`save_checkpoint` wrote: ``state`` is its ``manager.pt``, loaded as tensors, plain data
+        and extractor samples only (:func:`comprl.checkpoint.load_torch`); the bank file was put back before it was
+        opened, once it matched the snapshot's fingerprint in ``state``."""
         if (self.trainer is None) != (state["trainer"] is None):
             trained = "did not train" if self.trainer else "trained"
             raise ValueError(f"checkpoint {directory} was written by a run that {trained} its extractor")

@@ -27,7 +27,7 @@ from comprl.ray_start import start_ray
 class RayExperienceManager:
     """Client of an :class:`ExperienceManager` running as a Ray actor in its own process (``mode="async"``).
 
-    Joins ``experience.ray_address`` (None: as ``ray.init()`` chooses, see that field) and calls the same methods;
+    Joins ``experience.ray_address`` (None: starts a private local node, see that field) and calls the same methods;
     ``submit``, ``credit`` and ``step_done`` return as soon as the work is queued there.
     """
 

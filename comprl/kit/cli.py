@@ -2,7 +2,7 @@
 
     comprl run 01_single_task --profile cpu
     comprl run 01_single_task --profile smoke -p steps 1 -p env_id comprl/MazeWalk-9x9-v0
-    comprl run 01_single_task --profile cpu --resume     # continue the latest such run after a kill
+    comprl run 01_single_task --profile cpu --resume     # continue the newest such run with a checkpoint
     comprl run 01_single_task --profile cpu -p jobs 2    # two runs at once, one core each (notebooks 01-04)
     comprl run 01_single_task --profile cpu --tracker wandb   # metric rows to W&B (default: TensorBoard)
     comprl profiles
@@ -18,12 +18,14 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
 from comprl.config import PROFILES
 from comprl.kit.notebook_runner import (
-    REPO_ROOT, closing_summary, parameters_help, parse_value, paths_from_here, run_notebook, with_tracker,
+    REPO_ROOT, Interrupted, closing_summary, parameters_help, parse_value, paths_from_here, run_notebook,
+    with_tracker,
 )
 from comprl.tracking import TRACKERS
 
@@ -46,6 +48,29 @@ TRACKER_HELP = (
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``comprl`` command; its exit status. Ctrl-C ends it with one line and status 130 (128 + SIGINT), as a
+    shell reports a command it interrupted, instead of a traceback."""
+    try:
+        return _command(argv)
+    except KeyboardInterrupt:
+        print("comprl: interrupted", file=sys.stderr)
+        return 130
+
+
+def resume_command(args: argparse.Namespace, output_dir: Path) -> str:
+    """The ``comprl run`` line that continues an interrupted one: its notebook, profile, tracker and ``-p`` values
+    as given (a resumed run must have the same config), the folder it wrote into, and ``--resume``."""
+    words = ["comprl", "run", args.notebook, "--profile", args.profile]
+    for name, value in args.param:
+        words += ["-p", name, value]
+    if args.tracker is not None:
+        words += ["--tracker", args.tracker]
+    here = Path.cwd()
+    folder = output_dir.relative_to(here) if output_dir.is_relative_to(here) else output_dir
+    return shlex.join([*words, "--output-dir", str(folder), "--resume"])
+
+
+def _command(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(
         prog="comprl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -63,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--output-dir", type=Path, default=None, help="where the executed notebook and results go")
     run.add_argument(
         "--resume", action="store_true",
-        help="continue the newest results/<profile>-<time>/<notebook> (or --output-dir): finished runs are skipped",
+        help="continue the newest results/<profile>-<time>/<notebook> holding a run with a checkpoint (or "
+        "--output-dir): finished runs are skipped, killed ones continue from their checkpoints",
     )
     run.add_argument("--tracker", default=None, metavar="NAME", help=TRACKER_HELP)
     listing = sub.add_parser("profiles", help="list profiles and their main settings")
@@ -147,9 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "eval":
         from comprl.kit import evaluate
 
-        rows, record = evaluate.evaluate_source(
-            args.source, args.episodes, args.tasks, args.experience, args.profile, progress=True
-        )
+        try:
+            rows, record = evaluate.evaluate_source(
+                args.source, args.episodes, args.tasks, args.experience, args.profile, progress=True
+            )
+        except (FileNotFoundError, ValueError) as err:  # the source, its tasks or its bank, as given
+            raise SystemExit(f"comprl: {err}")
         csv = args.csv or Path(f"eval_{Path(args.source).name}.csv")
         beside = evaluate.write(rows, record, csv)
         print(evaluate.report(evaluate.summary(rows)))
@@ -157,9 +186,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.command == "export":
-        from comprl.kit.export import export_run
+        from comprl.kit.export import BundleError, export_run
 
-        print(f"comprl: bundle in {export_run(args.run, args.dir)}")
+        try:
+            print(f"comprl: bundle in {export_run(args.run, args.dir)}")
+        except (FileNotFoundError, FileExistsError, BundleError) as err:  # the run folder or the bundle's, as given
+            raise SystemExit(f"comprl: {err}")
         return 0
 
     if args.command == "compact":
@@ -223,7 +255,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         return 0
     params = with_tracker({key: paths_from_here(key, parse_value(value)) for key, value in args.param}, args.tracker)
-    out = run_notebook(args.notebook, args.profile, params, args.output_dir, resume=args.resume)
+    try:
+        out = run_notebook(args.notebook, args.profile, params, args.output_dir, resume=args.resume)
+    except Interrupted as stop:
+        print(f"comprl: interrupted; to continue where it stopped: {resume_command(args, stop.output_dir)}",
+              file=sys.stderr)
+        return 130
     print(f"comprl: results in {out}")
     if summary := closing_summary(out):
         print(summary)

@@ -35,6 +35,7 @@ from comprl.experience.bank import ExperienceBank
 from comprl.experience.retrieval import Query, RetrievalPolicy
 from comprl.kit.export import is_bundle, opened
 from comprl.kit.widgets import BankExplorer
+from comprl.llm.loading import BUILTIN_MODELS
 from comprl.loop import base_actor, trained_actor
 
 WILSON_Z = 1.959963984540054
@@ -54,6 +55,24 @@ def wilson_interval(successes: int, n: int, z: float = WILSON_Z) -> tuple[float,
     centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n))
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+ACCEPTED_SOURCES = (
+    "accepted: a run folder (with config.json), a bundle folder (with bundle.json), or a model: "
+    f"{', '.join(BUILTIN_MODELS)} or a Hugging Face id (owner/name)"
+)
+"""What ``comprl eval`` evaluates, for its errors."""
+
+
+def names_a_path(source: str) -> bool:
+    """Whether ``source`` can only be a path, never a model name or Hugging Face id (``owner/name``): it starts
+    at ``/``, ``.`` or ``~``, ends with ``/``, has more than one ``/``, or its folder part is a folder here. A
+    mistyped run folder is then said to be missing, instead of looked up as a model."""
+    folder = Path(source).parent
+    return (
+        source.startswith(("/", ".", "~")) or source.endswith("/") or source.count("/") > 1
+        or (folder != Path(".") and folder.is_dir())
+    )
 
 
 def manifest(config: ExperimentConfig, tasks: Sequence[str]) -> dict[str, list[int]]:
@@ -82,10 +101,15 @@ def evaluate_source(
         path = Path(source)
         if path.is_dir():
             if not (is_bundle(path) or (path / "config.json").is_file()):
-                raise FileNotFoundError(f"{path} is neither a run folder (config.json) nor a bundle (bundle.json)")
+                raise FileNotFoundError(
+                    f"{path} is neither a run folder (config.json) nor a bundle (bundle.json); {ACCEPTED_SOURCES}"
+                )
             run = stack.enter_context(opened(path))
             engine, config = trained_actor(run)
             bank = run.bank_path if run.bank_path.is_file() else None
+        elif path.exists() or names_a_path(str(source)):
+            found = "is a file" if path.exists() else f"does not exist ({path.resolve()})"
+            raise FileNotFoundError(f"no run folder or bundle at {source}: it {found}; {ACCEPTED_SOURCES}")
         else:
             config = make_config(profile, model=str(source), method="baseline")
             engine, bank = base_actor(config), None

@@ -14,11 +14,12 @@ A bundle is a folder anyone can read without comprl (Parquet, JSON, safetensors)
 ``bundle.json``                 the manifest: format, version, and every other file with its size and sha256
 
 :func:`open_bundle` rebuilds the run folder (``config.json``, adapters, ``bank.duckdb``, ``run.duckdb``) from a
-bundle after checking every hash, so that whatever reads a run (``comprl eval``, :func:`comprl.loop.trained_actor`,
-:class:`comprl.kit.widgets.BankExplorer`) reads a bundle the same way; :func:`opened` does it in a temporary
-folder. A compacted run folder (:mod:`comprl.kit.compact`) holds its rows in the same Parquet files, without a
-manifest, and is read back by the same functions. Nothing here touches the network: uploading is the one
-``hf upload`` command the card names.
+bundle after checking that it holds exactly the regular files its manifest lists, each of its hash, and reads its
+tables by column name, their columns and types checked (:func:`check_table`), so that whatever reads a run
+(``comprl eval``, :func:`comprl.loop.trained_actor`, :class:`comprl.kit.widgets.BankExplorer`) reads a bundle the
+same way; :func:`opened` does it in a temporary folder. A compacted run folder (:mod:`comprl.kit.compact`) holds
+its rows in the same Parquet files, without a manifest, and is read back by the same functions. Nothing here
+touches the network: uploading is the one ``hf upload`` command the card names.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ import hashlib
 import importlib.metadata
 import json
 import math
+import os
 import platform
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -41,13 +44,16 @@ import comprl
 from comprl.checkpoint import ACTOR_ADAPTERS
 from comprl.config import ExperimentConfig
 from comprl.experience.bank import Embedder, ExperienceBank
-from comprl.experience.bank.store import check_bank_file
-from comprl.runs import BANK_FILES, BANK_TABLES, MACHINES, METRICS_FILE, Run
+from comprl.experience.bank.store import check_bank_file, parquet_columns
+from comprl.runs import BANK_FILES, BANK_TABLES, MACHINES, METRIC_KEYS, METRIC_TYPES, METRICS_FILE, Run
 
 MANIFEST = "bundle.json"
 FORMAT = "comprl run bundle"
 FORMAT_VERSION = 1
 """Layout of the bundle this code writes and reads (the files of the module docstring); stored in the manifest."""
+
+RUN_FILES = ("config.json", ACTOR_ADAPTERS, MACHINES, METRICS_FILE, *BANK_FILES.values())
+"""The files of a run folder a bundle holds alike; read from a run folder, each must be its own (no link)."""
 
 VERSIONS = "versions.json"
 PACKAGES = ("torch", "transformers", "peft", "duckdb", "comprl")
@@ -71,10 +77,12 @@ def is_bundle(path: str | Path) -> bool:
 
 def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:
     """Write the bundle of the run folder ``run_dir`` into ``out_dir`` (created; an existing bundle there is
-    replaced, any other non-empty folder refused) and return ``out_dir``."""
+    replaced, any other non-empty folder refused) and return ``out_dir``. A run file that is a link is refused
+    (:class:`BundleError`): the bundle holds the run's own files."""
     run, out = Run(Path(run_dir)), Path(out_dir)
     if not (run.path / "config.json").is_file():
         raise FileNotFoundError(f"{run.path} is not a run folder: it has no config.json")
+    _refuse_odd_files(run.path, [*RUN_FILES, run.db_path.name, run.bank_path.name])
     if out.exists() and any(out.iterdir()) and not is_bundle(out):
         raise FileExistsError(f"{out} is not empty and holds no bundle; accepted: a new, empty or bundle folder")
     shutil.rmtree(out, ignore_errors=True)
@@ -228,37 +236,98 @@ def _missing(value: object) -> bool:
 
 
 def read_manifest(bundle: str | Path) -> dict:
-    """The bundle's manifest, after checking its format and every file's size and sha256 (:class:`BundleError`)."""
+    """The bundle's manifest, after checking its format, that it lists exactly the regular files beside it (none
+    missing, none more, no link, folder or special file; each a plain name) and every file's size and sha256
+    (:class:`BundleError` naming the first file that differs)."""
     bundle = Path(bundle)
     if not is_bundle(bundle):
         raise BundleError(f"{bundle} is not a bundle: it has no {MANIFEST} (comprl export RUN DIR writes one)")
-    manifest = json.loads((bundle / MANIFEST).read_text())
+    _refuse_odd_files(bundle, [entry.name for entry in bundle.iterdir()])
+    try:
+        manifest = json.loads((bundle / MANIFEST).read_text())
+        files = manifest["files"]
+        expected = {str(name): (int(entry["bytes"]), str(entry["sha256"])) for name, entry in files.items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise BundleError(f"{bundle}: {MANIFEST} is unreadable ({error!r}); comprl export RUN DIR writes one") from None
     if (manifest.get("format"), manifest.get("format_version")) != (FORMAT, FORMAT_VERSION):
         raise BundleError(
             f"{bundle}: format {manifest.get('format')!r} version {manifest.get('format_version')!r}; this comprl "
             f"reads {FORMAT!r} version {FORMAT_VERSION}"
         )
-    for name, expected in manifest["files"].items():
+    for name in expected:
+        if name in (MANIFEST, "", ".", "..") or Path(name).name != name or "\\" in name:
+            raise BundleError(f"{bundle}: {MANIFEST} lists {name!r}; accepted: the plain names of the bundle's files")
+    present = {entry.name for entry in bundle.iterdir()} - {MANIFEST}
+    if extra := sorted(present - set(expected)):
+        raise BundleError(f"{bundle}: {extra[0]} is not listed in {MANIFEST} (a bundle holds its listed files only)")
+    if missing := sorted(set(expected) - present):
+        raise BundleError(f"{bundle}: {missing[0]} is listed in {MANIFEST} but missing")
+    if "config.json" not in expected:
+        raise BundleError(f"{bundle}: {MANIFEST} lists no config.json (every bundle holds the run's config)")
+    for name, (size, digest) in expected.items():
         path = bundle / name
-        if not path.is_file():
-            raise BundleError(f"{bundle}: {name} is listed in {MANIFEST} but missing")
-        if path.stat().st_size != expected["bytes"] or _sha256(path) != expected["sha256"]:
+        if path.stat().st_size != size or _sha256(path) != digest:
             raise BundleError(f"{bundle}: {name} differs from the sha256 in {MANIFEST} (changed or damaged)")
     return manifest
 
 
+def _refuse_odd_files(folder: Path, names: list[str]) -> None:
+    """Raise :class:`BundleError` naming the first of ``names`` in ``folder`` that is there but not a regular file
+    of its own (a link, a folder, a FIFO...): what is read must not lead out of the folder, nor block."""
+    for name in sorted(names):
+        path = folder / name
+        if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+            kind = f"a link to {path.resolve()}" if path.is_symlink() else "not a regular file"
+            raise BundleError(f"{folder}: {name} is {kind}; accepted: the run's files themselves, no links")
+
+
+def check_table(file: Path, expected: dict[str, str]) -> None:
+    """Raise :class:`BundleError` unless the Parquet file ``file`` has exactly the columns ``expected`` (name: DuckDB
+    type), in any order: its readers select them by name, so a permuted file reads right, a renamed or retyped one
+    is refused."""
+    found = _columns(file)
+    for column, kind in expected.items():
+        if column not in found:
+            raise BundleError(f"{file}: the table has no column {column} ({kind}); it has {', '.join(found)}")
+        if found[column] != kind:
+            raise BundleError(f"{file}: the table's column {column} is {found[column]}, expected {kind}")
+    if extra := [column for column in found if column not in expected]:
+        raise BundleError(
+            f"{file}: the table has a column {extra[0]} ({found[extra[0]]}), not one of {', '.join(expected)}"
+        )
+
+
+def check_metrics_table(file: Path) -> None:
+    """:func:`check_table` for ``metrics.parquet``: the key columns of :data:`comprl.runs.METRIC_KEYS`, and every
+    other column one metric of a type of :data:`comprl.runs.METRIC_TYPES`."""
+    metrics = {column: kind if kind in METRIC_TYPES else METRIC_TYPES[0] for column, kind in _columns(file).items()}
+    check_table(file, {**metrics, **METRIC_KEYS})
+
+
+def _columns(file: Path) -> dict[str, str]:
+    """The Parquet file's columns with their DuckDB types, in order."""
+    with duckdb.connect() as con:
+        query = f"SELECT column_name, column_type FROM (DESCRIBE FROM read_parquet({sql_path(file)}))"
+        return dict(con.execute(query).fetchall())
+
+
 def check_parquet_run(folder: str | Path) -> None:
-    """Check that ``folder`` holds a run as Parquet files: a bundle (:func:`read_manifest` checks every hash) or a
-    compacted run folder (``metrics.parquet`` in place of ``run.duckdb``); :class:`BundleError` otherwise."""
+    """Check that ``folder`` holds a run as Parquet files: a bundle (:func:`read_manifest` checks its files and
+    every hash) or a compacted run folder (``metrics.parquet`` in place of ``run.duckdb``) whose files read are
+    its own, not links, and that its metric rows have the columns of metric rows (:func:`check_metrics_table`);
+    :class:`BundleError` otherwise. The bank's tables are checked as they are read (:func:`bank_from_parquet`)."""
     folder = Path(folder)
-    if Run(folder).compacted:
-        return
-    if not is_bundle(folder):
+    if is_bundle(folder):  # first: a bundle holds metrics.parquet and no run.duckdb, as a compacted run does
+        read_manifest(folder)
+    elif Run(folder).compacted:
+        _refuse_odd_files(folder, RUN_FILES)
+    else:
         raise BundleError(
             f"{folder} is neither a bundle (it has no {MANIFEST}; comprl export RUN DIR writes one) nor a compacted "
             f"run folder (it has no {METRICS_FILE} in place of run.duckdb; comprl compact RUN writes one)"
         )
-    read_manifest(folder)
+    if (folder / METRICS_FILE).is_file():
+        check_metrics_table(folder / METRICS_FILE)
 
 
 def bank_from_bundle(bundle: str | Path, bank_file: str | Path) -> Path:
@@ -270,21 +339,27 @@ def bank_from_bundle(bundle: str | Path, bank_file: str | Path) -> Path:
 
 def bank_from_parquet(folder: str | Path, bank_file: str | Path) -> Path:
     """Rebuild the bank whose tables are the ``bank_<table>.parquet`` files in ``folder`` as the DuckDB bank
-    ``bank_file`` (a new file): the store makes the empty bank, its tables are filled from the Parquet files, and it
-    is opened once more to check it. :func:`bank_from_bundle` checks the folder first."""
+    ``bank_file`` (a new file): each Parquet file's columns are checked against the store's tables
+    (:func:`check_table`), the store makes the empty bank, its tables are filled from the Parquet files by column
+    name, and it is opened once more to check it. :func:`bank_from_bundle` checks the folder first."""
     folder, bank_file = Path(folder), Path(bank_file)
     if not (folder / BANK_FILES["entries"]).is_file():
         raise FileNotFoundError(f"{folder} holds no experience bank (runs of method 'baseline' have none)")
     if bank_file.exists():
         raise FileExistsError(f"{bank_file} exists; bank_from_parquet writes a new file")
+    check_table(folder / BANK_FILES["meta"], parquet_columns(1)["meta"])
     with duckdb.connect() as con:
         meta = dict(con.execute(f"SELECT key, value FROM read_parquet({sql_path(folder / BANK_FILES['meta'])})")
                     .fetchall())
+    if not str(meta.get("dim")).isdigit() or "embedder" not in meta:
+        raise BundleError(f"{folder / BANK_FILES['meta']}: no embedder and dim rows (found {sorted(meta)})")
     embedder = RecordedEmbedder(meta["embedder"], int(meta["dim"]))
+    for table in ("entries", "operations"):
+        check_table(folder / BANK_FILES[table], parquet_columns(embedder.dim)[table])
     ExperienceBank(bank_file, embedder, use_vss=False, index="exact").close()  # the store's own empty bank
     with duckdb.connect(str(bank_file)) as con:
-        for table in ("entries", "operations"):
-            con.execute(f"INSERT INTO {table} FROM read_parquet({sql_path(folder / BANK_FILES[table])})")
+        for table in ("entries", "operations"):  # by column name: a file's column order does not matter
+            con.execute(f"INSERT INTO {table} BY NAME FROM read_parquet({sql_path(folder / BANK_FILES[table])})")
     ExperienceBank(bank_file, embedder, use_vss=False, index="exact").close()  # checks the file it made
     return bank_file
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import ast
 import atexit
+import dataclasses
 import functools
 import json
 import logging
 import math
 import os
+import reprlib
 import shutil
 import sys
 import tempfile
@@ -19,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from comprl import console
-from comprl.config import PROFILES
+from comprl.config import PROFILES, ExperimentConfig, make_config
 from comprl.tracking import TRACKERS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -27,10 +29,11 @@ NOTEBOOKS = REPO_ROOT / "notebooks"
 
 
 def notebook_path(name: str) -> Path:
-    """A notebook by name (``01_single_task``), file name, or path."""
+    """A notebook by name (``01_single_task``), file name, or path: an ``.ipynb`` file (``../README.md`` is not
+    one, though it is a file from ``notebooks/``)."""
     candidates = [Path(name), NOTEBOOKS / name, NOTEBOOKS / f"{name}.ipynb"]
     for path in candidates:
-        if path.is_file():
+        if path.is_file() and path.suffix == ".ipynb":
             return path.resolve()
     available = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
     raise SystemExit(f"comprl: unknown notebook {name!r}; available: {', '.join(available) or '(none found)'}")
@@ -42,8 +45,10 @@ def parse_value(text: str) -> object:
     comes out is checked against the notebook by :func:`check_parameters` before any kernel starts."""
     try:
         return json.loads(text)
-    except (ValueError, RecursionError):
+    except ValueError:
         pass
+    except RecursionError:
+        raise SystemExit(f"comprl: a -p value nests deeper than Python reads; accepted: at most {MAX_DEPTH} levels")
     try:
         return ast.literal_eval(text)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -52,6 +57,13 @@ def parse_value(text: str) -> object:
 
 JSON_LIKE = "None, True/False, an int, a finite float, a str, and lists and dicts (with str keys) of them"
 """The values a notebook parameter accepts: plain data that papermill writes into the notebook as a literal."""
+
+CONFIG_FIELDS = frozenset(field.name for field in dataclasses.fields(ExperimentConfig))
+"""Names of :class:`~comprl.config.ExperimentConfig` fields: a notebook parameter of that name with a None default
+is the field's value (None: the profile's), checked by making a config (:func:`check_parameters`)."""
+
+SET_BY_COMMAND = {"profile": "--profile", "output_dir": "--output-dir"}
+"""Notebook parameters that :func:`run_notebook` sets itself, and the option that gives each."""
 
 
 def declared_parameters(notebook: Path) -> dict[str, object]:
@@ -78,7 +90,7 @@ def parameters_help() -> str:
     return "\n".join(lines) + "\n"
 
 
-def check_parameters(notebook: Path, params: dict[str, object]) -> None:
+def check_parameters(notebook: Path, params: dict[str, object], profile: str = "smoke") -> None:
     """Refuse, before a kernel starts, a parameter the notebook does not declare, a value that is not
     :data:`JSON_LIKE` data, and one of another type than the parameter's default.
 
@@ -86,7 +98,9 @@ def check_parameters(notebook: Path, params: dict[str, object]) -> None:
     ``str`` between double quotes, unescaped: a quote inside ends the string and the rest runs as code. The
     default's type is the parameter's: a bool, int or str default takes that type only (an int no bool), a float
     default an int or float, a list default a list whose items are of its items' types (any, if it is empty), a
-    dict default a dict, and a None default any value."""
+    dict default a dict, and a None default any value, except where the parameter is named after a config field
+    (``steps``, ``env_id``: the notebooks hand it to :func:`comprl.config.make_config`), whose value must make a
+    config of ``profile``: ``-p steps thirty`` is refused here, not in the kernel after its start-up."""
     defaults = declared_parameters(notebook)
     unknown = sorted(set(params) - set(defaults))
     if unknown:
@@ -94,13 +108,19 @@ def check_parameters(notebook: Path, params: dict[str, object]) -> None:
     for name, value in params.items():
         if why := _not_json_like(value):
             raise SystemExit(
-                f"comprl: parameter {name}={value!r}: {why}; accepted: {JSON_LIKE} (as JSON or a Python literal)"
+                f"comprl: parameter {name}={reprlib.repr(value)}: {why}; accepted: {JSON_LIKE} (as JSON or a Python "
+                "literal)"
             )
         if not _fits(value, defaults[name]):
             raise SystemExit(
                 f"comprl: parameter {name}={value!r} is of type {type(value).__name__}; {notebook.stem} declares "
                 f"{name} = {defaults[name]!r}: accepted: {_kind(defaults[name])}"
             )
+        if defaults[name] is None and name in CONFIG_FIELDS:
+            try:
+                make_config(profile, **{name: value})
+            except ValueError as err:
+                raise SystemExit(f"comprl: -p {name}: {err}")
 
 
 def check_tracker(tracker: str | None) -> None:
@@ -126,10 +146,19 @@ def with_tracker(params: dict[str, object], tracker: str | None) -> dict[str, ob
     return {**params, "overrides": {**overrides, "tracker": tracker}}
 
 
-def _not_json_like(value: object) -> str | None:
-    """What in ``value`` (itself, an item, a key) is not :data:`JSON_LIKE` data; None if nothing is."""
+MAX_DEPTH = 32
+"""The deepest nesting of lists and dicts a parameter value may have: papermill writes a value into the notebook
+recursively, and a few hundred levels exhaust Python's recursion limit after the results folder is made (the
+configs nest four levels at most)."""
+
+
+def _not_json_like(value: object, depth: int = 0) -> str | None:
+    """What in ``value`` (itself, an item, a key) is not :data:`JSON_LIKE` data, or nests deeper than
+    :data:`MAX_DEPTH`; None if nothing is."""
     if value is None or type(value) in (bool, int, str) or (type(value) is float and math.isfinite(value)):
         return None
+    if depth == MAX_DEPTH:
+        return f"lists and dicts nest deeper than {MAX_DEPTH} levels"
     if type(value) is list:
         parts = value
     elif type(value) is dict:
@@ -138,7 +167,7 @@ def _not_json_like(value: object) -> str | None:
         parts = list(value.values())
     else:
         return f"{value!r} is of type {type(value).__name__}"
-    return next(filter(None, map(_not_json_like, parts)), None)
+    return next((why for part in parts if (why := _not_json_like(part, depth + 1))), None)
 
 
 def _fits(value: object, default: object) -> bool:
@@ -173,15 +202,38 @@ def new_output(notebook: Path, profile: str) -> Path:
     return REPO_ROOT / "results" / f"{profile}-{stamp}" / notebook.stem
 
 
+CHECKPOINT_FOLDERS = ("checkpoint", "checkpoint.old")
+"""A run folder's checkpoint (:mod:`comprl.checkpoint`, named here so that the command loads no torch): the folder,
+or its previous copy where a kill came between the renames; each is complete once its ``manifest.json`` is there."""
+
+
+def checkpointed_runs(output_dir: Path) -> list[Path]:
+    """The run folders at any depth under a notebook's ``output_dir`` that hold a complete checkpoint: what
+    ``--resume`` continues from (finished runs keep theirs, so they count as well)."""
+    found = {
+        manifest.parent.parent
+        for folder in CHECKPOINT_FOLDERS
+        for manifest in output_dir.glob(f"**/{folder}/manifest.json")
+    }
+    return sorted(found)
+
+
 def latest_output(notebook: Path, profile: str) -> Path:
-    """The newest ``results/<profile>-<time>/<notebook>`` folder (what ``--resume`` continues)."""
-    found = sorted((REPO_ROOT / "results").glob(f"{profile}-[0-9]*/{notebook.stem}"))
-    if not found:
-        raise SystemExit(
-            f"comprl: --resume: no earlier run of {notebook.stem} with profile {profile} under "
-            f"{REPO_ROOT / 'results'}/{profile}-<time>/"
-        )
-    return found[-1]
+    """The newest ``results/<profile>-<time>/<notebook>`` folder holding a run with a checkpoint (what ``--resume``
+    continues, named on stderr): a newer folder without one (a run stopped before its first checkpoint, or a
+    command refused before training) has nothing to continue from."""
+    pattern = f"{profile}-[0-9]*/{notebook.stem}"
+    found = sorted((REPO_ROOT / "results").glob(pattern))
+    for folder in reversed(found):
+        if runs := checkpointed_runs(folder):
+            names = ", ".join(str(run.relative_to(folder)) for run in runs)
+            skipped = f"; newer without a checkpoint: {found[-1].parent.name}" if folder != found[-1] else ""
+            print(f"comprl: --resume continues {folder} (runs with a checkpoint: {names}){skipped}", file=sys.stderr)
+            return folder
+    raise SystemExit(
+        f"comprl: --resume: no run of {notebook.stem} with profile {profile} under {REPO_ROOT / 'results'}/{pattern} "
+        f"has a checkpoint to continue from ({len(found)} such folder(s) looked at); start it afresh without --resume"
+    )
 
 
 @functools.cache
@@ -206,24 +258,53 @@ def kernel_manager_class() -> type:
     return UnixSocketKernelManager
 
 
+def executed_profile(executed: Path) -> str | None:
+    """The profile an executed copy of a notebook ran with, from the parameters papermill records in it; None where
+    there is no copy or it records none."""
+    try:
+        return json.loads(executed.read_text())["metadata"]["papermill"]["parameters"]["profile"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C while :func:`run_notebook` executed a notebook into ``output_dir``, the folder to resume."""
+
+    def __init__(self, output_dir: Path) -> None:
+        super().__init__(str(output_dir))
+        self.output_dir = output_dir
+
+
 def run_notebook(
     name: str, profile: str, params: dict[str, object], output_dir: Path | None, resume: bool = False
 ) -> Path:
     """Execute a notebook with papermill; return the folder holding the executed copy and the results.
 
     Notebooks skip the finished runs they find in their output folder and continue killed ones, so running one
-    again on the same ``output_dir`` resumes it; ``resume`` without ``output_dir`` picks the newest one.
+    again on the same ``output_dir`` resumes it; ``resume`` without ``output_dir`` picks the newest one with a
+    checkpoint (:func:`latest_output`). Every check of the call comes before the output folder is made; Ctrl-C
+    during the execution raises :class:`Interrupted`, naming the folder to resume.
     """
     import papermill
 
     if profile not in PROFILES:
         raise SystemExit(f"comprl: unknown profile {profile!r}; accepted: {', '.join(PROFILES)}")
+    if fixed := sorted(set(params) & set(SET_BY_COMMAND)):
+        option = SET_BY_COMMAND[fixed[0]]
+        raise SystemExit(f"comprl: -p {fixed[0]} is not accepted: the command sets it from {option}; give {option}")
     notebook = notebook_path(name)
+    check_parameters(notebook, params, profile)
     if output_dir is None and resume:
         output_dir = latest_output(notebook, profile)
     elif output_dir is None:
         output_dir = new_output(notebook, profile)
-    check_parameters(notebook, params)
+    ran = executed_profile(output_dir / notebook.name)
+    if ran not in (None, profile):
+        raise SystemExit(
+            f"comprl: {output_dir} holds {notebook.stem} executed with profile {ran}: continue it with --profile "
+            f"{ran}, or give another --output-dir (profile {profile} there would replace its executed copy, and its "
+            "runs, of another config, are refused)"
+        )
     output_dir = output_dir.resolve()
     output_dir.mkdir(parents=True, exist_ok=True)  # only once the call is known to be valid
     parameters = {"profile": profile, "output_dir": str(output_dir), **params}
@@ -247,6 +328,8 @@ def run_notebook(
         raise SystemExit(
             f"comprl: {notebook.stem} failed: {err.ename}: {err.evalue} (executed copy: {output_dir / notebook.name})"
         )
+    except KeyboardInterrupt:
+        raise Interrupted(output_dir) from None
     finally:
         repository_relative(output_dir / notebook.name)
     return output_dir

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import io
+import re
 import shutil
 import tempfile
 import time
@@ -81,6 +82,10 @@ def _cell(value: Any) -> str:
     return html.escape(str(value))
 
 
+EXPLORED = "a run folder, its bank.duckdb, a bundle or a compacted run"
+"""What :class:`BankExplorer` opens, for its errors."""
+
+
 def _bank_file(run_or_path: Run | str | Path) -> Path:
     """The bank file of a run, a run folder, or a bank file given directly; the folder of a bundle or of a
     compacted run (whose bank is in Parquet files) as it is."""
@@ -101,6 +106,12 @@ def _bank_meta(copy: Path, source: Path) -> dict[str, str]:
     if meta is None:
         raise BankFileError(source, "is not an experience bank: it holds no tables")
     return meta
+
+
+def _naming_source(problem: str, folder: str, source: Path) -> str:
+    """``problem`` with every path inside the explorer's private ``folder`` (its copy of the bank) replaced by
+    ``source``, the file the user gave: DuckDB's messages name the file it opened, which is the copy."""
+    return re.sub(re.escape(folder) + r"[^\s\"']*", lambda _: str(source), problem)
 
 
 def _close_snapshot(bank: ExperienceBank, folder: str) -> None:
@@ -151,8 +162,11 @@ class BankExplorer:
             )
         except BaseException as error:
             shutil.rmtree(folder, ignore_errors=True)
-            if isinstance(error, BankFileError):  # name the run's file, not the private copy
-                raise BankFileError(self.path, error.problem) from error
+            if isinstance(error, (BankFileError, duckdb.Error)):  # name the run's file, not the private copy
+                problem = error.problem if isinstance(error, BankFileError) else (
+                    f"cannot be opened as a bank: {error}; accepted: {EXPLORED}"
+                )
+                raise BankFileError(self.path, _naming_source(problem, folder, self.path)) from error
             raise
         self.bank = bank
         self.taken_at = datetime.now()

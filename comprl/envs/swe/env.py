@@ -16,7 +16,9 @@ An episode:
 - the submission is graded with SWE-bench's rules (`comprl.envs.swe.tasks.grade_tree`): reward 1.0 and
   success when the task is resolved, else 0.0. An episode that reaches `max_turns` without submitting is
   graded as it stands, as SWE-agent submits automatically at its step limit (``grade_unsubmitted=False``
-  turns that off). ``info`` then carries ``patch`` (the diff from the buggy repository) and ``grading``.
+  turns that off). ``info`` then carries ``patch`` (the diff from the buggy repository) and ``grading``. A
+  submission over the limits of `SandboxConfig` (files, apparent size, diff size) is refused before the host
+  reads it: graded 0, its ``patch`` empty, and ``grading["refused"]`` says which limit.
 
 A reply that is not a well-formed tool call is answered with what is wrong with it and counted in
 ``info["invalid_action"]``; a tool that fails (a command that errors, an ``old_str`` that is not unique)
@@ -32,6 +34,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import time
 import weakref
 from pathlib import Path
 from typing import Any, Protocol
@@ -60,13 +63,16 @@ from comprl.envs.swe.sandbox import (
 )
 from comprl.envs.swe.tasks import (
     DATA_DIR,
+    GRADING_TIMEOUT_S,
     GradingReport,
+    SubmissionRefused,
     SweTask,
     copy_tree,
     diff_trees,
     grade_tree,
     load_tasks,
     materialize,
+    refused_report,
 )
 from comprl.envs.swe.tools import TOOLS, Editor, ToolCall, ToolCallError, parse_tool_call
 
@@ -89,7 +95,9 @@ class Workspace(Protocol):
 
     def grade(self) -> GradingReport: ...
 
-    def patch(self) -> str: ...
+    def patch(self) -> str:
+        """The diff of the graded repository from the task's ("" when the submission was refused)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -106,23 +114,32 @@ class LocalWorkspace:
         self.root.mkdir()
         self._cleanup = weakref.finalize(self, _remove_workspace, self._scratch, self.root, config.episode_limits)
         if config.episode_limits:
-            mount_quota(self.root, config.workspace_mb)
-        materialize(task, self._scratch / "base")
-        copy_tree(self._scratch / "base", self.root)
+            mount_quota(self.root, config.workspace_mb, config.workspace_files)
+        self._base = materialize(task, self._scratch / "base")
+        copy_tree(self._base, self.root)
         self._sandbox = Sandbox(self.root, config)
+        self._patch = ""
 
     def run(self, command: str) -> CommandResult:
         return self._sandbox.run(command)
 
     def grade(self) -> GradingReport:
+        """Take the diff, then grade a copy; the grading time (`GRADING_TIMEOUT_S`) starts before either, and a
+        submission over the limits is refused before it is read (`comprl.envs.swe.tasks.diff_trees`)."""
+        deadline = time.monotonic() + GRADING_TIMEOUT_S
+        try:
+            self._patch = diff_trees(self._base, self.root, self.config)
+        except SubmissionRefused as refusal:
+            self._patch = ""
+            return refused_report(self.task, str(refusal))
         scratch = Path(tempfile.mkdtemp(dir=self._scratch, prefix="grade-"))
         try:
-            return grade_tree(self.task, self.root, scratch, self.config)
+            return grade_tree(self.task, self.root, scratch, self.config, deadline)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
     def patch(self) -> str:
-        return diff_trees(self._scratch / "base", self.root)
+        return self._patch
 
     def close(self) -> None:
         self._cleanup()
@@ -276,6 +293,8 @@ class SweLiteEnv(TextEnv):
         issue_tests = len(report.fail_to_pass_passed) + len(report.fail_to_pass_failed)
         kept_tests = len(report.pass_to_pass_passed) + len(report.pass_to_pass_failed)
         verdict = "The issue is resolved." if report.resolved else "The issue is not resolved."
+        if report.refused:
+            return GameStep(f"{opening} It was not graded: {report.refused}. {verdict}", 0.0, True, False)
         summary = (
             f"{opening} Hidden tests: {len(report.fail_to_pass_passed)}/{issue_tests} issue tests pass, "
             f"{len(report.pass_to_pass_passed)}/{kept_tests} existing tests still pass. {verdict}"
@@ -308,6 +327,7 @@ class SweLiteEnv(TextEnv):
                 },
                 "log_trusted": self.report.log_trusted,
                 "backend": self.report.backend,
+                "refused": self.report.refused,
             }
         return info
 

@@ -17,15 +17,23 @@ SWE-lite lets the actor run arbitrary bash. Every command runs under ``bwrap`` (
   background processes die with it), its own IPC and UTS namespaces, a new session (no terminal injection);
 - no variable of the host's environment: bwrap itself starts with an empty environment (it is PID 1 inside,
   and its ``/proc/1/environ`` is readable there), the command gets only the few variables set here;
+- no host path of the episode: bwrap reads its options from an in-memory file (``--args FD``), so its command
+  line, which ``/proc/1/cmdline`` shows inside, holds only the command; the workspace is a tmpfs of its own, so
+  ``/proc/self/mountinfo`` names it only as ``/repo`` (with ``episode_limits=False`` it is a bind of a host
+  folder, whose path mountinfo shows);
+- a seccomp filter (`comprl.envs.swe.seccomp`) makes the system calls that an agent fixing a Python repository
+  never needs fail with EPERM: io_uring, ptrace and the other ways into a sibling process, bpf, perf events,
+  userfaultfd, keyrings, mounts, namespaces, modules;
 - limits: a wall-clock timeout that kills the whole process tree, a cap on the output kept (the rest is read
   and dropped, so ``yes`` cannot fill memory), an rlimit on file size, and, for everything a command starts
   taken together, memory and process counts enforced by the kernel (`CommandCgroup`: a cgroup per command,
   v1 or v2, which also holds for root, unlike RLIMIT_NPROC); the episode's workspace is a tmpfs of fixed
-  size (`mount_quota`), so its disk use is bounded too. Both need root (or a delegated cgroup); where that
-  is impossible, ``SandboxConfig(episode_limits=False)`` falls back to per-process rlimits, which a hostile
-  agent can exceed with several processes or files. (cgroup v2 support follows the kernel's interface but is
-  untested where only v2 controllers are mounted; under v2 the parent cgroup must delegate memory and pids, and
-  SWE-lite's grading run, which holds the cgroups of the code it starts inside its own, needs the same.)
+  size and inode count (`mount_quota`), so its disk use and its number of files are bounded too. Both need root
+  (or a delegated cgroup); where that is impossible, ``SandboxConfig(episode_limits=False)`` falls back to
+  per-process rlimits, which a hostile agent can exceed with several processes or files. (cgroup v2 support
+  follows the kernel's interface but is untested where only v2 controllers are mounted; under v2 the parent
+  cgroup must delegate memory and pids, and SWE-lite's grading run, which holds the cgroups of the code it starts
+  inside its own, needs the same.)
 
 `Sandbox.run` never raises for anything the command does: a timeout, a crash or an oversized output is
 reported in the returned `CommandResult`. Missing ``bwrap`` raises `SandboxUnavailable` naming the package.
@@ -46,6 +54,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from comprl.envs.swe.seccomp import UnsupportedMachine, filter_program
 
 WORKSPACE_MOUNT = "/repo"
 """Where the workspace appears inside the sandbox (and the path the agent is told about)."""
@@ -93,7 +103,18 @@ class SandboxConfig:
     tmp_size_mb: int = 256
     """Size of the private ``/tmp``."""
     workspace_mb: int = 256
-    """Disk quota of an episode's workspace: it lives on a tmpfs of this size (SWE-lite repositories are <1 MB)."""
+    """Disk quota of an episode's workspace: it lives on a tmpfs of this size (SWE-lite repositories are <1 MB).
+    SWE-lite's grading copy of a submission, which the code under test may write to, is a tmpfs of this size too."""
+    workspace_files: int = 10_000
+    """Files, folders and links an episode's workspace may hold (its tmpfs's inode count; SWE-lite repositories
+    have <100). The trusted side refuses a submission with more, unread; its grading copy has room for twice as
+    many (the code under test may add files while it is graded)."""
+    submission_mb: int = 64
+    """Largest submission the trusted side reads or copies: the apparent size of its regular files together (a
+    sparse file counts in full, since a copy fills its holes). A larger one is refused unread and graded 0."""
+    patch_kb: int = 1024
+    """Largest diff of a submission from its task's repository (``info["patch"]``, UTF-8); a submission whose
+    diff would be larger is refused (graded 0) before the files that make it so are read."""
     grader_memory_mb: int = 2048
     """Memory of SWE-lite's trusted grading process (pytest and the hidden tests, outside the sandbox), which
     holds what the code under test sends back: a cgroup of its own caps it (with ``max_processes``; its wall time
@@ -108,7 +129,7 @@ class SandboxConfig:
     def __post_init__(self) -> None:
         names = (
             "timeout_s", "output_chars", "memory_mb", "file_size_mb", "max_processes", "tmp_size_mb", "workspace_mb",
-            "grader_memory_mb",
+            "workspace_files", "submission_mb", "patch_kb", "grader_memory_mb",
         )  # fmt: skip
         for name in names:
             if getattr(self, name) <= 0:
@@ -156,12 +177,21 @@ def bwrap_path() -> str:
             "SWE-lite runs commands under bubblewrap, which is not installed: "
             "`apt-get install bubblewrap` (Debian/Ubuntu) or `dnf install bubblewrap` (Fedora)"
         )
-    probe = subprocess.run(
-        [found, *_HARDENING, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    try:
+        seccomp = _memory_file("comprl-seccomp", seccomp_program())
+    except UnsupportedMachine as error:
+        raise SandboxUnavailable(f"SWE-lite's sandbox has no seccomp filter for this machine: {error}") from error
+    try:
+        probe = subprocess.run(
+            [found, *_HARDENING, "--seccomp", str(seccomp), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+             "true"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            pass_fds=(seccomp,),
+        )  # fmt: skip
+    finally:
+        os.close(seccomp)
     if probe.returncode != 0:
         raise SandboxUnavailable(
             f"bubblewrap cannot create an unprivileged sandbox on this machine ({probe.stderr.strip()}): it needs "
@@ -169,6 +199,20 @@ def bwrap_path() -> str:
             "docker run --security-opt seccomp=unconfined) or run as root"
         )
     return found
+
+
+@lru_cache(maxsize=1)
+def seccomp_program() -> bytes:
+    """The compiled seccomp filter for this machine (`comprl.envs.swe.seccomp`)."""
+    return filter_program()
+
+
+def _memory_file(name: str, data: bytes) -> int:
+    """A descriptor of an in-memory file holding `data`, positioned at its start (how bwrap reads an FD option)."""
+    descriptor = os.memfd_create(name)
+    os.write(descriptor, data)
+    os.lseek(descriptor, 0, os.SEEK_SET)
+    return descriptor
 
 
 def _python_roots() -> tuple[str, ...]:
@@ -294,10 +338,12 @@ _MOUNT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 """The environment of ``mount`` and ``umount`` (found where the system keeps them, not on the caller's PATH)."""
 
 
-def mount_quota(folder: Path, size_mb: int) -> None:
-    """Mount a tmpfs of `size_mb` on `folder`: whatever is written below it cannot exceed that size."""
+def mount_quota(folder: Path, size_mb: int, inodes: int) -> None:
+    """Mount a tmpfs of `size_mb` and `inodes` on `folder`: what is written below it cannot exceed that size, nor
+    hold more than that many files, folders and links together (the tmpfs's root is one of them)."""
+    options = f"size={size_mb}m,nr_inodes={inodes},mode=0755,nosuid,nodev"
     result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0755,nosuid,nodev", "comprl-workspace", str(folder)],
+        ["mount", "-t", "tmpfs", "-o", options, "comprl-workspace", str(folder)],
         capture_output=True,
         text=True,
         env=_MOUNT_ENV,
@@ -320,7 +366,7 @@ def check_episode_limits() -> None:
     CommandCgroup(SandboxConfig()).remove()
     probe = Path(tempfile.mkdtemp(prefix="comprl-quota-probe-"))
     try:
-        mount_quota(probe, 1)
+        mount_quota(probe, 1, 16)
         unmount_quota(probe)
     finally:
         probe.rmdir()
@@ -386,8 +432,9 @@ class Sandbox:
         if self.config.episode_limits:
             cgroup_parents()  # the cgroups each command needs; the workspace's tmpfs is its owner's concern
 
-    def _arguments(self) -> list[str]:
-        arguments = [self._bwrap, *_HARDENING, "--die-with-parent", "--new-session", "--clearenv"]
+    def _options(self, seccomp: int) -> list[str]:
+        """bwrap's options, with the seccomp filter read from descriptor `seccomp`."""
+        arguments = [*_HARDENING, "--die-with-parent", "--new-session", "--clearenv", "--seccomp", str(seccomp)]
         for folder in _SYSTEM_DIRS:
             if Path(folder).is_symlink():
                 arguments += ["--symlink", os.readlink(folder), folder]
@@ -413,8 +460,17 @@ class Sandbox:
         return arguments
 
     def start(self, argv: list[str], **popen: Any) -> SandboxedProcess:
-        """Start `argv` in the sandbox and return at once (`popen`: the pipes, as for `subprocess.Popen`)."""
-        return SandboxedProcess([*self._arguments(), *argv], self.config, **popen)
+        """Start `argv` in the sandbox and return at once (`popen`: the pipes, as for `subprocess.Popen`). bwrap
+        reads its options and the seccomp filter from in-memory files, so its command line holds only `argv`."""
+        seccomp = _memory_file("comprl-seccomp", seccomp_program())
+        listed = b"".join(f"{option}\0".encode() for option in self._options(seccomp))
+        options = _memory_file("comprl-bwrap-options", listed)
+        try:
+            bwrap = [self._bwrap, "--args", str(options), *argv]
+            return SandboxedProcess(bwrap, self.config, pass_fds=(seccomp, options), **popen)
+        finally:
+            os.close(options)
+            os.close(seccomp)
 
     def run(self, command: str, timeout_s: float | None = None) -> CommandResult:
         """Run `command` with ``bash -c`` in the workspace; never raises for what the command does."""

@@ -20,24 +20,32 @@ Unlike SWE-bench, the tests and the submitted code never share a process (a host
 pytest or forge its report): pytest runs outside the sandbox with `comprl.envs.swe.grading`, which imports
 the submitted repository only in a sandboxed process of its own and records the outcomes itself. The
 submitted tree is copied first without following links, special files (FIFOs, sockets) left out.
+
+What the agent made is measured before the trusted side reads or copies any of it (`scan_submission`: entries
+and apparent sizes, by ``lstat`` only), and a submission over the limits of `SandboxConfig` is refused unread
+and graded 0, as is one whose diff would be too large (`diff_trees`). The grading copy lives on a tmpfs of
+its own (``workspace_mb``), so what the code under test writes there during grading is under a quota too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import filecmp
 import json
 import os
 import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from comprl.envs.swe.sandbox import SandboxConfig, SandboxedProcess, cap_output
+from comprl.envs.swe.sandbox import SandboxConfig, SandboxedProcess, cap_output, mount_quota, unmount_quota
 
 DATA_DIR = Path(__file__).resolve().parents[3] / "data" / "swe_lite"
 """The shipped tasks: ``data/swe_lite/`` at the repository root."""
@@ -45,7 +53,8 @@ SPLITS = ("train", "test")
 TEST_DIR = "tests"
 """Each repository's test folder, restored to the task's version before grading."""
 GRADING_TIMEOUT_S = 120.0
-"""Wall-clock limit of one grading run (every test together)."""
+"""Wall-clock limit of grading one submission: from the trusted side's first look at it (its diff and copy)
+to the end of its tests."""
 GRADING_LOG_CHARS = 200_000
 _PASSING = ("PASSED", "XFAIL")
 _FAILING = ("FAILED", "ERROR", "SKIPPED")
@@ -54,6 +63,10 @@ _IGNORED_PARTS = frozenset({"__pycache__", ".pytest_cache"})
 
 class TaskDataError(ValueError):
     """A task file is malformed or does not fit its repository."""
+
+
+class SubmissionRefused(Exception):
+    """A submission the trusted side will not read or grade; the message says which limit it went over."""
 
 
 @dataclass(frozen=True)
@@ -159,30 +172,70 @@ def materialize(task: SweTask, destination: Path, fixed: bool = False) -> Path:
     return destination
 
 
-def _source_files(tree: Path) -> dict[str, str]:
-    """Repository-relative path -> text of every file in `tree` (bytecode caches skipped)."""
-    files = {}
-    for path in sorted(tree.rglob("*")):
-        if path.is_file() and not path.is_symlink() and not _IGNORED_PARTS & set(path.relative_to(tree).parts):
-            files[str(path.relative_to(tree))] = path.read_text(errors="replace")
-    return files
+def scan_submission(tree: Path, config: SandboxConfig) -> dict[str, int]:
+    """Repository-relative path -> apparent size of each regular file in `tree`, found by ``lstat`` alone (links
+    not followed, caches not entered); `SubmissionRefused` as soon as the tree holds more entries than
+    ``config.workspace_files`` or its files more bytes than ``config.submission_mb``, so the walk is bounded too."""
+    sizes: dict[str, int] = {}
+    entries = total = 0
+    folders = [""]
+    while folders:
+        folder = folders.pop()
+        with os.scandir(tree / folder) as listing:
+            for entry in listing:
+                entries += 1
+                if entries > config.workspace_files:
+                    raise SubmissionRefused(
+                        f"the repository holds more than {config.workspace_files} files, folders and links "
+                        "(SandboxConfig.workspace_files)"
+                    )
+                if entry.name in _IGNORED_PARTS:
+                    continue
+                path, info = os.path.join(folder, entry.name), entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    folders.append(path)
+                elif stat.S_ISREG(info.st_mode):
+                    sizes[path] = info.st_size
+                    total += info.st_size
+                    if total > config.submission_mb * 2**20:
+                        raise SubmissionRefused(
+                            f"the repository's files add up to more than {config.submission_mb} MB, holes of sparse "
+                            "files counted (SandboxConfig.submission_mb)"
+                        )
+    return sizes
 
 
-def diff_trees(before: Path, after: Path) -> str:
-    """A unified diff (``a/`` and ``b/`` prefixes, as ``git diff``) from tree `before` to tree `after`."""
-    old, new = _source_files(before), _source_files(after)
+def diff_trees(before: Path, after: Path, config: SandboxConfig) -> str:
+    """A unified diff (``a/`` and ``b/`` prefixes, as ``git diff``) from tree `before` to tree `after`.
+    `SubmissionRefused` when `after` goes over a limit of `config` (`scan_submission`) or the diff would be larger
+    than ``config.patch_kb``: a file that grew by more than what is left of it is refused unread (its diff holds
+    at least the bytes it gained), so no more than that is ever held in memory."""
+    old, new = scan_submission(before, config), scan_submission(after, config)
+    room = config.patch_kb * 1024
     chunks = []
     for path in sorted(old.keys() | new.keys()):
-        if old.get(path) != new.get(path):
-            chunks.extend(
-                difflib.unified_diff(
-                    old.get(path, "").splitlines(keepends=True),
-                    new.get(path, "").splitlines(keepends=True),
-                    fromfile=f"a/{path}" if path in old else "/dev/null",
-                    tofile=f"b/{path}" if path in new else "/dev/null",
-                )
+        if old.get(path) == new.get(path) and filecmp.cmp(before / path, after / path, shallow=False):
+            continue
+        if new.get(path, 0) - old.get(path, 0) > room:
+            raise SubmissionRefused(f"the diff is larger than {config.patch_kb} KB (SandboxConfig.patch_kb)")
+        chunk = "".join(
+            difflib.unified_diff(
+                _text(before, path, old).splitlines(keepends=True),
+                _text(after, path, new).splitlines(keepends=True),
+                fromfile=f"a/{path}" if path in old else "/dev/null",
+                tofile=f"b/{path}" if path in new else "/dev/null",
             )
+        )
+        room -= len(chunk.encode())
+        if room < 0:
+            raise SubmissionRefused(f"the diff is larger than {config.patch_kb} KB (SandboxConfig.patch_kb)")
+        chunks.append(chunk)
     return "".join(chunks)
+
+
+def _text(tree: Path, path: str, sizes: Mapping[str, int]) -> str:
+    """The text of file `path` of `tree`, or "" when the tree has no such file."""
+    return (tree / path).read_text(errors="replace") if path in sizes else ""
 
 
 def write_test_files(task: SweTask, folder: Path) -> Path:
@@ -217,6 +270,9 @@ class GradingReport:
     log: str = field(repr=False)
     grader_out_of_memory: bool = False
     """True when the grading run was killed for going over its memory (`SandboxConfig.grader_memory_mb`)."""
+    refused: str = ""
+    """Why the submission's tests did not run (a limit it went over, or the grading time spent before they
+    could start); empty when they ran."""
 
 
 _Outcome = tuple[list[str], list[str], list[str], list[str], bool]
@@ -275,6 +331,11 @@ def grade_statuses(
     )
 
 
+def refused_report(task: SweTask, reason: str) -> GradingReport:
+    """The report of a submission whose tests did not run: unresolved, every listed test failed."""
+    return dataclasses.replace(grade_statuses({}, None, task, reason), refused=reason)
+
+
 def pytest_command(task: SweTask, settings: Path, tests: Path, shared: Path) -> list[str]:
     """The trusted grading run: isolated mode, no plugins or configuration but the grader's; the tests' temporary
     files (``tmp_path``) go under `shared`, which the process under test sees read-only."""
@@ -285,12 +346,47 @@ def pytest_command(task: SweTask, settings: Path, tests: Path, shared: Path) -> 
     ]  # fmt: skip
 
 
-def grade_tree(task: SweTask, submitted: Path, scratch: Path, config: SandboxConfig | None = None) -> GradingReport:
-    """Grade the repository in `submitted` (left untouched): copy it into `scratch` and run the task's tests
-    on it with the trusted grader (`comprl.envs.swe.grading`), then apply SWE-bench's rules."""
+def grade_tree(
+    task: SweTask, submitted: Path, scratch: Path, config: SandboxConfig | None = None, deadline: float | None = None
+) -> GradingReport:
+    """Grade the repository in `submitted` (left untouched): check it is within the limits of `config`, copy it
+    into `scratch` and run the task's tests on it with the trusted grader (`comprl.envs.swe.grading`), then apply
+    SWE-bench's rules. The tests must end by `deadline` (``time.monotonic()``; default `GRADING_TIMEOUT_S` from
+    now), which the caller may have started earlier. While it is graded, `scratch` is a tmpfs (the grader's files)
+    holding another (the copy, which the code under test may write to), so that code cannot fill the grader's."""
     config = config or SandboxConfig()
-    tree, tests, shared = scratch / "graded", scratch / "tests", scratch / "shared"
-    copy_tree(submitted, tree)
+    deadline = time.monotonic() + GRADING_TIMEOUT_S if deadline is None else deadline
+    try:
+        scan_submission(submitted, config)
+    except SubmissionRefused as refusal:
+        return refused_report(task, str(refusal))
+    tree = scratch / "graded"
+    with _quota(scratch, config, config.workspace_files):
+        tree.mkdir()
+        with _quota(tree, config, 2 * config.workspace_files):
+            try:
+                copy_tree(submitted, tree)
+            except OSError as error:
+                return refused_report(task, f"its copy does not fit the grading quota ({error.strerror})")
+            return _grade_copy(task, tree, scratch, config, deadline)
+
+
+@contextmanager
+def _quota(folder: Path, config: SandboxConfig, inodes: int) -> Iterator[None]:
+    """`folder` as a tmpfs of ``config.workspace_mb`` and `inodes` for the block (unless episode limits are off)."""
+    if not config.episode_limits:
+        yield
+        return
+    mount_quota(folder, config.workspace_mb, inodes)
+    try:
+        yield
+    finally:
+        unmount_quota(folder)
+
+
+def _grade_copy(task: SweTask, tree: Path, scratch: Path, config: SandboxConfig, deadline: float) -> GradingReport:
+    """Run the task's tests on the copy in `tree` (see `grade_tree`)."""
+    tests, shared = scratch / "tests", scratch / "shared"
     write_test_files(task, tests)
     shared.mkdir()
     settings = scratch / "grading.json"
@@ -312,13 +408,15 @@ def grade_tree(task: SweTask, submitted: Path, scratch: Path, config: SandboxCon
     bounds = dataclasses.replace(
         config, memory_mb=config.memory_mb + config.grader_memory_mb, max_processes=2 * config.max_processes
     )
+    if time.monotonic() >= deadline:
+        return refused_report(task, "the grading time ran out on the host's diff and copy, before the tests started")
     with (scratch / "pytest.log").open("w+b") as output:
         grader = SandboxedProcess(
             pytest_command(task, settings, tests, shared), bounds, env=environment, cwd=tests, stdout=output,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         try:
-            exit_code: int | None = grader.popen.wait(timeout=GRADING_TIMEOUT_S)
+            exit_code: int | None = grader.popen.wait(timeout=deadline - time.monotonic())
         except subprocess.TimeoutExpired:
             grader.kill()
             exit_code = None

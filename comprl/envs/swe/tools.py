@@ -17,6 +17,7 @@ tool output, like a real tool would, not as invalid actions.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -48,6 +49,8 @@ MAX_VIEW_CHARS = 12_000
 MAX_FILE_CHARS = 200_000
 """Largest file the editor creates or edits."""
 _SNIPPET_CONTEXT = 4
+_LINES_NAMED = 10
+"""Lines named when an ``old_str`` is not unique (the first ones)."""
 _HIDDEN_NAMES = frozenset({"__pycache__", ".pytest_cache", ".git"})
 
 
@@ -219,15 +222,22 @@ class Editor:
         return f"Lines {first}-{last} of {self._shown(path)}:\n{text}"
 
     def _listing(self, folder: Path) -> str:
-        """Files and folders up to two levels below `folder` (hidden and cache folders left out). Links are
-        shown with ``@`` and never followed, so the listing says nothing of what they point to."""
-        shown = []
-        for path in sorted(folder.rglob("*")):
-            relative = path.relative_to(folder)
-            if len(relative.parts) > 2 or any(part.startswith(".") or part in _HIDDEN_NAMES for part in relative.parts):
-                continue
-            marker = "@" if path.is_symlink() else "/" if path.is_dir() else ""
-            shown.append(self._shown(path) + marker)
+        """Files and folders up to two levels below `folder` (hidden and cache folders left out), cut after
+        `MAX_VIEW_CHARS` characters. Links are shown with ``@`` and never followed, so the listing says nothing
+        of what they point to."""
+        paths = []
+        for path in _visible_children(folder):
+            paths.append(path)
+            if path.is_dir() and not path.is_symlink():
+                paths += _visible_children(path)
+        shown, length = [], 0
+        for path in sorted(paths):
+            line = self._shown(path) + ("@" if path.is_symlink() else "/" if path.is_dir() else "")
+            length += len(line) + 1
+            if length > MAX_VIEW_CHARS:
+                shown.append(f"[... cut: {len(paths) - len(shown)} more entries; list them with bash ...]")
+                break
+            shown.append(line)
         return f"Files and folders in {self._shown(folder)}, two levels deep:\n" + "\n".join(shown)
 
     def _create(self, path: Path, text: str) -> str:
@@ -245,9 +255,10 @@ class Editor:
                 f"old_str was not found verbatim in {self._shown(path)}; view the file and copy it exactly"
             )
         if count > 1:
-            lines = sorted({text[:index].count("\n") + 1 for index in _occurrences(text, old)})
+            lines = sorted({text.count("\n", 0, index) + 1 for index in _occurrences(text, old, _LINES_NAMED)})
+            named = ", ".join(map(str, lines)) + (", ..." if count > _LINES_NAMED else "")
             raise _EditorError(
-                f"old_str occurs {count} times in {self._shown(path)} (lines {', '.join(map(str, lines))}); "
+                f"old_str occurs {count} times in {self._shown(path)} (lines {named}); "
                 "include more surrounding lines to make it unique"
             )
         start_line = text[: text.index(old)].count("\n")
@@ -269,12 +280,21 @@ class Editor:
         return f"Edited {self._shown(path)}. The changed region now reads:\n{_numbered(lines[start:end], start + 1)}"
 
 
-def _occurrences(text: str, part: str) -> list[int]:
+def _occurrences(text: str, part: str, limit: int) -> list[int]:
+    """Where `part` starts in `text`, its first `limit` occurrences."""
     found, start = [], text.find(part)
-    while start != -1:
+    while start != -1 and len(found) < limit:
         found.append(start)
         start = text.find(part, start + 1)
     return found
+
+
+def _visible_children(folder: Path) -> list[Path]:
+    """The entries of `folder` that listings show (hidden names and caches left out)."""
+    with os.scandir(folder) as entries:
+        return [
+            Path(entry.path) for entry in entries if not entry.name.startswith(".") and entry.name not in _HIDDEN_NAMES
+        ]
 
 
 class _EditorError(Exception):

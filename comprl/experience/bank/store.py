@@ -19,9 +19,10 @@ Tables (plain SQL works on them, e.g. ``duckdb.connect("bank.duckdb").sql("FROM 
 
 Every open checks the file before using it (:func:`check_bank_file`): an empty file becomes a new bank; a file with
 other tables, other columns, another format or schema version, or a damaged block is refused with
-:class:`BankFileError`, and nothing is written to it. Banks written before the version was stored (no ``format``
-or ``schema_version`` row) open as version 1 if their tables match version 1 exactly; a bank opened for writing
-then gets the two rows.
+:class:`BankFileError`, and nothing is written to it; so is a bank whose entries are not what replaying its
+operations log makes them (an entry edited, planted or removed in the file). Banks written before the version was
+stored (no ``format`` or ``schema_version`` row) open as version 1 if their tables match version 1 exactly; a bank
+opened for writing then gets the two rows.
 
 Search runs where the bank's ``index`` argument says (:data:`SEARCH_INDEXES`). ``"memory"`` (the default): an
 exact in-memory index of the live entries (:class:`comprl.experience.bank.index.MemoryIndex`), loaded from the file
@@ -262,6 +263,11 @@ def _quote(text: str | Path) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
 
+def _identifier(name: str) -> str:
+    """A quoted SQL identifier (an index's name, as the file has it)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _unencodable(text: str) -> bool:
     """True if ``text`` holds a lone surrogate (``"\\ud800"``), which has no UTF-8 form.
 
@@ -411,6 +417,16 @@ def _expected_columns(dim: int) -> dict[str, list[str]]:
         return _columns(scratch, "memory")
 
 
+def parquet_columns(dim: int) -> dict[str, dict[str, str]]:
+    """Each table of a version-1 bank with ``dim``-dimensional embeddings as a Parquet file holds it (``comprl
+    export``, ``comprl compact``): its columns' DuckDB types by name, the fixed-size embedding array read back as a
+    list and NOT NULL not kept."""
+    return {
+        table: dict(re.sub(r"\[\d+\]", "[]", column.removesuffix(" NOT NULL")).split(" ", 1) for column in columns)
+        for table, columns in _expected_columns(dim).items()
+    }
+
+
 def _differences(found: dict[str, list[str]], expected: dict[str, list[str]]) -> list[str]:
     """How the tables ``found`` differ from those ``expected``, one phrase per difference."""
     out = [f"an unexpected table {table}" for table in found if table not in expected]
@@ -486,6 +502,75 @@ def _check_blocks(con: duckdb.DuckDBPyConnection, database: str, path: Path | No
             path, f"is damaged: {error}; accepted: an undamaged bank (restore it from a checkpoint or a copy)"
         ) from error
     return metric
+
+
+def _replay(con: duckdb.DuckDBPyConnection, step: int) -> list[list[Any]]:
+    """Every entry as the operations log alone makes it at the end of ``step`` (rows in ``ENTRY_COLUMNS`` order, by
+    id, deleted ones included): log rows are replayed in order up to those of ``step``; if steps were logged out of
+    order, a write never touches an entry that the replay has not created."""
+    ops = con.execute(
+        """SELECT op, step, task, targets, entry_id, title, content, uses, successes FROM operations
+           WHERE step <= ? AND op IN ('add', 'update', 'discard', 'evict', 'use') ORDER BY seq""",
+        [step],
+    ).fetchall()
+    state: dict[int, dict[str, Any]] = {}
+    for op, at, task, targets, entry_id, title, content, uses, successes in ops:
+        if op in ("add", "update"):
+            state[entry_id] = dict(
+                id=entry_id, task=task, title=title, content=content, created_step=at, updated_step=at,
+                uses=0, successes=0, parents=list(targets), deleted=False, deleted_step=None,
+            )  # fmt: skip
+        if op in ("update", "discard", "evict"):
+            for target in targets:
+                if target in state:
+                    state[target].update(deleted=True, deleted_step=at, updated_step=at)
+        if op == "use" and entry_id in state:
+            row = state[entry_id]
+            row.update(uses=row["uses"] + uses, successes=row["successes"] + successes, updated_step=at)
+    return [[row[column] for column in ENTRY_COLUMNS] for _, row in sorted(state.items())]
+
+
+def _check_log(con: duckdb.DuckDBPyConnection, database: str, path: Path | None) -> None:
+    """Refuse (:class:`BankFileError`) a bank whose entries differ from what its operations log makes of them: an
+    entry edited, added or removed in the file without its log row (the log is the record; see :meth:`at_step`)."""
+    replayed = {row[0]: row for row in _replay(con, _INT32.stop - 1)}
+    problem = None
+    for row in con.execute(f"SELECT {', '.join(ENTRY_COLUMNS)} FROM {database}.entries ORDER BY id").fetchall():
+        found, expected = list(row), replayed.pop(row[0], None)
+        if expected is None:
+            problem = f"entry {row[0]} has no add or update in the log"
+        elif found != expected:
+            column, value, logged = next(c for c in zip(ENTRY_COLUMNS, found, expected) if c[1] != c[2])
+            problem = f"entry {row[0]}'s {column} is {_snippet(value)}, the log makes it {_snippet(logged)}"
+        if problem is not None:
+            break
+    if problem is None and replayed:
+        problem = f"the log's entries {sorted(replayed)[:5]} are missing"
+    if problem is not None:
+        raise BankFileError(
+            path,
+            f"has entries that disagree with its operations log: {problem}; the entries table was changed outside "
+            "comprl. Accepted: a bank whose entries are what its log makes them (restore it from a checkpoint or a "
+            "copy)",
+        )
+
+
+def _snippet(value: Any) -> str:
+    """A value for an error message, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def bank_fingerprint(path: str | os.PathLike) -> dict[str, Any]:
+    """What tells a closed bank file's state apart from any other state of it or of another bank, read only: its
+    entries and operations counted, and its last operation's ``seq`` and ``logged_at`` (banks are append-only)."""
+    try:
+        with duckdb.connect(str(path), read_only=True) as con:
+            entries = con.execute("SELECT count(*) FROM entries").fetchone()[0]
+            operations, seq, at = con.execute("SELECT count(*), max(seq), max(logged_at) FROM operations").fetchone()
+    except duckdb.Error as error:
+        raise BankFileError(Path(path), f"cannot be read as a bank: {error}; {_ACCEPTED_FILES}") from error
+    return {"entries": entries, "operations": operations, "last_seq": seq, "last_logged_at": str(at)}
 
 
 def _check_writes(writes: Sequence[Write]) -> list[tuple[int, ...]]:
@@ -736,6 +821,7 @@ class ExperienceBank:
                 stacklevel=3,
             )
         metric = _check_blocks(con, database, self.path, index=vss_loaded)
+        _check_log(con, database, self.path)
         if "schema_version" not in meta:
             stamp = [("format", FORMAT_NAME), ("schema_version", str(SCHEMA_VERSION))]
             con.executemany("INSERT INTO meta VALUES (?, ?)", stamp)
@@ -1153,27 +1239,8 @@ class ExperienceBank:
         logged out of order, a write never touches an entry that the replay has not created.
         """
         with self._lock.read():
-            ops = self._db().execute(
-                """SELECT op, step, task, targets, entry_id, title, content, uses, successes FROM operations
-                   WHERE step <= ? AND op IN ('add', 'update', 'discard', 'evict', 'use') ORDER BY seq""",
-                [int(step)],
-            ).fetchall()
-        state: dict[int, dict[str, Any]] = {}
-        for op, at, task, targets, entry_id, title, content, uses, successes in ops:
-            if op in ("add", "update"):
-                state[entry_id] = dict(
-                    id=entry_id, task=task, title=title, content=content, created_step=at, updated_step=at,
-                    uses=0, successes=0, parents=tuple(targets), deleted=False, deleted_step=None,
-                )  # fmt: skip
-            if op in ("update", "discard", "evict"):
-                for target in targets:
-                    if target in state:
-                        state[target].update(deleted=True, deleted_step=at, updated_step=at)
-            if op == "use" and entry_id in state:
-                row = state[entry_id]
-                row.update(uses=row["uses"] + uses, successes=row["successes"] + successes, updated_step=at)
-        live = [row for _, row in sorted(state.items()) if not row["deleted"]]
-        return _table([[row[column] for column in ENTRY_COLUMNS] for row in live])
+            rows = _replay(self._db(), int(step))
+        return _table([row for row in rows if not row[ENTRY_COLUMNS.index("deleted")]])
 
     def operations(self) -> pd.DataFrame:
         """The whole operations log ordered by ``seq``; ``targets`` as int tuples (None where not applicable)."""
@@ -1242,19 +1309,31 @@ class ExperienceBank:
         return dest
 
     @staticmethod
-    def restore(snapshot: str | os.PathLike, path: str | os.PathLike) -> None:
+    def restore(snapshot: str | os.PathLike, path: str | os.PathLike, recorded: dict[str, Any] | None = None) -> None:
         """Put a :meth:`snapshot` back at ``path`` (closed), dropping the write-ahead log a killed process left
-        there (replayed onto the snapshot it would redo writes made after the snapshot) and any HNSW index in the
-        copy (snapshots written before they left it out carry one): the bank rebuilds it when it opens. The
+        there (replayed onto the snapshot it would redo writes made after the snapshot) and every index in the
+        copy, whatever its name (snapshots written before they left the HNSW index out carry one): the bank
+        rebuilds its own when it opens, so no index state is ever carried over from a snapshot. The
         snapshot itself is not changed; one that is not a bank (:func:`check_bank_file`) is a
-        :class:`BankFileError`."""
+        :class:`BankFileError`, and so is one whose :func:`bank_fingerprint` is not ``recorded`` (what was noted
+        when it was taken, e.g. by a checkpoint), before anything is written."""
+        if recorded is not None:
+            found = bank_fingerprint(snapshot)
+            if found != recorded:
+                raise BankFileError(
+                    Path(snapshot),
+                    f"is not the bank snapshot that was recorded with it: it holds {found}, the record says "
+                    f"{recorded} (an older or other bank put in its place); accepted: the snapshot taken with the "
+                    "record (restore the whole checkpoint, or delete it to start the run over)",
+                )
         path = Path(path)
         Path(f"{path}.wal").unlink(missing_ok=True)
         shutil.copyfile(snapshot, path)
         try:
             with duckdb.connect(str(path)) as con:
                 if check_bank_file(con, _current_database(con), Path(snapshot)):
-                    con.execute(f"DROP INDEX IF EXISTS {_INDEX}")
+                    for schema, name in con.execute("SELECT schema_name, index_name FROM duckdb_indexes()").fetchall():
+                        con.execute(f"DROP INDEX {_identifier(schema)}.{_identifier(name)}")
         except duckdb.Error as error:
             raise BankFileError(Path(snapshot), f"cannot be restored: {error}; {_ACCEPTED_FILES}") from error
 
