@@ -98,7 +98,8 @@ def ray_head_node(token: str | None = None, num_cpus: int = 1) -> Iterator[HeadN
     """A Ray node started from the command line (``ray start --head``, as on a real head node), confined to the
     test: its files in a folder of its own, a free port on loopback only (Ray's single-machine mode), token
     authentication with ``token`` (None: none, as ``ray start`` leaves a node without a token); stopped by
-    signalling its own process group, never by ``ray stop``, which stops every Ray node on the machine."""
+    killing its own process group (its workers, in groups of their own, end with its raylet), never by
+    ``ray stop``, which stops every Ray node on the machine."""
     if not RAY.exists():
         pytest.skip(f"no ray command next to {sys.executable}")
     with tempfile.TemporaryDirectory(prefix="comprl-test-ray-") as root:
