@@ -124,6 +124,7 @@ class Run:
                 "choose another name"
             )
         if resume and (run.path / "config.json").exists():
+            _refuse_links_within(run.path)
             differ = _differences(run.config().to_dict(), config.to_dict())
             if differ:
                 raise ValueError(
@@ -371,6 +372,19 @@ def results_set(path: str | Path) -> Path:
 def _leaves(path: str | Path, root: str | Path) -> bool:
     """Whether ``path``, every link on the way followed, lies outside the folder ``root`` (itself resolved)."""
     return not Path(path).resolve().is_relative_to(Path(root).resolve())
+
+
+def _refuse_links_within(path: Path) -> None:
+    """Refuse to resume the run folder ``path`` where a link is found inside it: the kit makes none there, and a
+    run resumed writes into its files (``run.duckdb``, ``finished``, ``machines.jsonl``, the bank, checkpoints), so
+    a link planted among them (a results set copied or pulled from someone else) would be written through."""
+    for folder, names, files in os.walk(path):
+        for name in names + files:
+            if (link := Path(folder) / name).is_symlink():
+                raise FileExistsError(
+                    f"cannot resume {path}: {link} is a link (to {os.readlink(link)}); a run folder holds no links, "
+                    "and a resumed run would write through it: remove the link, or start afresh with resume=False"
+                )
 
 
 def _check_linked_run(path: Path) -> None:

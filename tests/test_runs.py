@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 
 import pytest
 
@@ -225,6 +226,25 @@ def test_a_run_started_afresh_replaces_a_link_and_never_deletes_or_writes_throug
     link.parent.joinpath("again").symlink_to("../01/comp_rl_seed0", target_is_directory=True)
     with pytest.raises(FileExistsError, match="a run that is not finished"):
         Run.create(tmp_path / "02", original.config(), name="again", resume=True)
+
+
+@pytest.mark.parametrize("planted", ["run.duckdb", "finished", "machines.jsonl", "tensorboard"])
+def test_a_run_folder_with_a_link_planted_inside_is_not_resumed_through_it(tmp_path, planted):
+    """A run resumed writes into its files: one planted as a link out of the results set (a set pulled from
+    someone else's git) was written through, into the file it named."""
+    run = make_run(tmp_path / "results" / "cpu", "comp_rl", 0, 0.25, 0.75)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine")
+    target = run.path / planted
+    if target.is_dir():
+        shutil.rmtree(target)
+    else:
+        target.unlink(missing_ok=True)
+    target.symlink_to(victim / ("keep.txt" if planted != "tensorboard" else ""))
+    with pytest.raises(FileExistsError, match=f"{planted} is a link .*remove the link"):
+        Run.create(run.path.parent, run.config(), name=run.path.name, resume=True)
+    assert (victim / "keep.txt").read_text() == "mine"
 
 
 def test_a_metric_named_like_another_but_for_case_is_refused_naming_both(tmp_path):
