@@ -26,7 +26,7 @@ from typing import Any, Iterable, Iterator
 import duckdb
 import pandas as pd
 
-from comprl import checkpoint
+from comprl import checkpoint, duckdb_files
 from comprl.config import ExperimentConfig
 
 _COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -201,7 +201,7 @@ class Run:
         self._refuse_if_compacted("roll back")
         if not self.db_path.exists():
             return
-        with duckdb.connect(str(self.db_path)) as con:
+        with duckdb_files.connect(str(self.db_path)) as con:
             if con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'metrics'").fetchone()[0]:
                 con.execute(
                     "DELETE FROM metrics WHERE step > ? OR (phase IN ('eval', ?) AND step = ? AND step > 0)",
@@ -238,7 +238,7 @@ class Run:
         if bad:
             raise ValueError(f"metric names must be identifiers, got {bad}")
         self._refuse_if_compacted("log a row into")
-        with duckdb.connect(str(self.db_path)) as con:
+        with duckdb_files.connect(str(self.db_path)) as con:
             con.execute(f"CREATE TABLE IF NOT EXISTS metrics ({', '.join(map(' '.join, METRIC_KEYS.items()))})")
             have = {
                 r[0]
@@ -259,14 +259,14 @@ class Run:
         compacted)."""
         if self.db_path.exists():
             try:
-                with duckdb.connect(str(self.db_path), read_only=True) as con:
+                with duckdb_files.connect(str(self.db_path), read_only=True) as con:
                     return con.execute("SELECT * FROM metrics ORDER BY step, phase").df()
             except duckdb.IOException:
                 if not self.compacted:  # else compacted since the check: read the Parquet file that replaced it
                     raise
         if not self.metrics_file.is_file():
             return pd.DataFrame(columns=["step", "phase"])
-        with duckdb.connect() as con:
+        with duckdb_files.connect() as con:
             return con.execute("SELECT * FROM read_parquet(?) ORDER BY step, phase", [str(self.metrics_file)]).df()
 
     def bank_operations(self) -> pd.DataFrame:
@@ -275,12 +275,12 @@ class Run:
         bank."""
         if self.bank_path.exists():
             with tempfile.TemporaryDirectory(prefix="comprl-bank-") as folder:
-                with duckdb.connect(str(copy_bank_file(self.bank_path, Path(folder)))) as con:
+                with duckdb_files.connect(str(copy_bank_file(self.bank_path, Path(folder)))) as con:
                     return con.execute("SELECT * FROM operations ORDER BY seq").df()
         parquet = self.path / BANK_FILES["operations"]
         if not parquet.is_file():
             return pd.DataFrame(columns=["seq", "op", "content"])
-        with duckdb.connect() as con:
+        with duckdb_files.connect() as con:
             return con.execute("SELECT * FROM read_parquet(?) ORDER BY seq", [str(parquet)]).df()
 
     def save_figure(self, fig: Any, name: str) -> list[Path]:

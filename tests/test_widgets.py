@@ -213,6 +213,23 @@ def test_a_file_that_is_no_bank_is_refused_naming_the_users_file_not_the_explore
     assert said.endswith("; accepted: a run folder, its bank.duckdb, a bundle or a compacted run")
 
 
+def test_a_sqlite_file_given_as_a_bank_or_a_run_makes_duckdb_download_nothing(tmp_path):
+    """DuckDB installs an extension a file needs from its web site by default: a SQLite file given as a bank made
+    the explorer, the bank and a run's metrics try to download ``sqlite_scanner`` from extensions.duckdb.org."""
+    sqlite3 = pytest.importorskip("sqlite3")
+    path = tmp_path / "bank.duckdb"
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE entries (id INTEGER)")
+    run = Run(tmp_path / "run")
+    run.path.mkdir()
+    path_of_run = run.db_path
+    path_of_run.write_bytes(path.read_bytes())
+    for open_it in [lambda: BankExplorer(path), lambda: ExperienceBank(path, Embedder()), run.metrics]:
+        with pytest.raises(Exception) as refused:  # noqa: PT011 - each reader wraps DuckDB's error its own way
+            open_it()
+        assert "extensions.duckdb.org" not in str(refused.value) and "download" not in str(refused.value).lower()
+
+
 def test_live_plot_callback_and_throttle(tmp_path):
     plot = LiveTrainingPlot(min_interval_s=0)
     plot.callback(1, {"success_rate": 0.25, "bank_size": 3.0})

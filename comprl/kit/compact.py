@@ -32,6 +32,7 @@ from typing import Iterable, Iterator
 
 import duckdb
 
+from comprl import duckdb_files
 from comprl.checkpoint import FOLDER as CHECKPOINT
 from comprl.kit.export import bank_from_parquet, bank_to_parquet, metrics_to_parquet, sql_path
 from comprl.runs import BANK_TABLES, Run, remove_file, run_folders
@@ -137,7 +138,7 @@ def _folder_bytes(path: Path) -> int:
 
 def _check_metrics(run: Run) -> None:
     """``metrics.parquet`` read back holds ``run.duckdb``'s ``metrics`` table: the same columns, types and rows."""
-    with duckdb.connect() as con:
+    with duckdb_files.connect() as con:
         con.execute(f"ATTACH {sql_path(run.db_path)} AS stored (READ_ONLY)")
         _same_rows(con, "stored.metrics", f"read_parquet({sql_path(run.metrics_file)})", run.metrics_file)
 
@@ -147,7 +148,7 @@ def _check_bank(run: Run) -> None:
     operations; ``bank_meta.parquet`` holds its meta rows."""
     with tempfile.TemporaryDirectory(prefix="comprl-compact-") as folder:
         rebuilt = bank_from_parquet(run.path, Path(folder) / "bank.duckdb")
-        with duckdb.connect() as con:
+        with duckdb_files.connect() as con:
             con.execute(f"ATTACH {sql_path(run.bank_path)} AS stored (READ_ONLY)")
             con.execute(f"ATTACH {sql_path(rebuilt)} AS rebuilt (READ_ONLY)")
             for table, file in zip(BANK_TABLES, run.bank_files):

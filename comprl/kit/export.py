@@ -37,10 +37,10 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-import duckdb
 import pandas as pd
 
 import comprl
+from comprl import duckdb_files
 from comprl.checkpoint import ACTOR_ADAPTERS
 from comprl.config import ExperimentConfig
 from comprl.experience.bank import Embedder, ExperienceBank
@@ -112,7 +112,7 @@ def metrics_to_parquet(run: Run, target: Path) -> bool:
         if run.metrics_file.is_file():
             shutil.copyfile(run.metrics_file, target)
         return run.metrics_file.is_file()
-    with duckdb.connect() as con:
+    with duckdb_files.connect() as con:
         con.execute(f"ATTACH {sql_path(run.db_path)} AS run (READ_ONLY)")
         if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'run' AND table_name = "
                            "'metrics'").fetchone()[0]:
@@ -129,7 +129,7 @@ def bank_to_parquet(bank_file: Path, out: Path) -> None:
         shutil.copyfile(bank_file, copy)
         if bank_file.with_name(bank_file.name + ".wal").exists():  # commits not yet checkpointed
             shutil.copyfile(bank_file.with_name(bank_file.name + ".wal"), copy.with_name(copy.name + ".wal"))
-        with duckdb.connect(str(copy)) as con:
+        with duckdb_files.connect(str(copy)) as con:
             check_bank_file(con, con.execute("SELECT current_database()").fetchone()[0], bank_file)
             order = {"entries": "id", "operations": "seq", "meta": "key"}
             for table in BANK_TABLES:
@@ -306,7 +306,7 @@ def check_metrics_table(file: Path) -> None:
 
 def _columns(file: Path) -> dict[str, str]:
     """The Parquet file's columns with their DuckDB types, in order."""
-    with duckdb.connect() as con:
+    with duckdb_files.connect() as con:
         query = f"SELECT column_name, column_type FROM (DESCRIBE FROM read_parquet({sql_path(file)}))"
         return dict(con.execute(query).fetchall())
 
@@ -348,7 +348,7 @@ def bank_from_parquet(folder: str | Path, bank_file: str | Path) -> Path:
     if bank_file.exists():
         raise FileExistsError(f"{bank_file} exists; bank_from_parquet writes a new file")
     check_table(folder / BANK_FILES["meta"], parquet_columns(1)["meta"])
-    with duckdb.connect() as con:
+    with duckdb_files.connect() as con:
         meta = dict(con.execute(f"SELECT key, value FROM read_parquet({sql_path(folder / BANK_FILES['meta'])})")
                     .fetchall())
     if not str(meta.get("dim")).isdigit() or "embedder" not in meta:
@@ -357,7 +357,7 @@ def bank_from_parquet(folder: str | Path, bank_file: str | Path) -> Path:
     for table in ("entries", "operations"):
         check_table(folder / BANK_FILES[table], parquet_columns(embedder.dim)[table])
     ExperienceBank(bank_file, embedder, use_vss=False, index="exact").close()  # the store's own empty bank
-    with duckdb.connect(str(bank_file)) as con:
+    with duckdb_files.connect(str(bank_file)) as con:
         for table in ("entries", "operations"):  # by column name: a file's column order does not matter
             con.execute(f"INSERT INTO {table} BY NAME FROM read_parquet({sql_path(folder / BANK_FILES[table])})")
     ExperienceBank(bank_file, embedder, use_vss=False, index="exact").close()  # checks the file it made
@@ -403,7 +403,7 @@ def open_bundle(bundle: str | Path, into: str | Path) -> Run:
     if (bundle / BANK_FILES["entries"]).is_file():
         bank_from_parquet(bundle, run.bank_path)
     if (bundle / METRICS_FILE).is_file():
-        with duckdb.connect(str(run.db_path)) as con:
+        with duckdb_files.connect(str(run.db_path)) as con:
             con.execute(f"CREATE TABLE metrics AS FROM read_parquet({sql_path(bundle / METRICS_FILE)})")
     return run
 

@@ -24,6 +24,7 @@ import duckdb
 import ipywidgets as widgets
 import pandas as pd
 
+from comprl import duckdb_files
 from comprl.experience.bank import BankFileError, Embedder, ExperienceBank
 from comprl.experience.bank.store import check_bank_file
 from comprl.kit.export import RecordedEmbedder, bank_from_bundle, is_bundle
@@ -101,7 +102,7 @@ def _bank_file(run_or_path: Run | str | Path) -> Path:
 def _bank_meta(copy: Path, source: Path) -> dict[str, str]:
     """The ``meta`` table of a copied bank, checked by :func:`check_bank_file`; this also folds the copied log
     into the copy (never into ``source``)."""
-    with duckdb.connect(str(copy)) as con:
+    with duckdb_files.connect(str(copy)) as con:
         meta = check_bank_file(con, con.execute("SELECT current_database()").fetchone()[0], source)
     if meta is None:
         raise BankFileError(source, "is not an experience bank: it holds no tables")

@@ -87,6 +87,7 @@ import duckdb
 import numpy as np
 from rapidfuzz import fuzz
 
+from comprl import duckdb_files
 from comprl.envs.base import (
     ANSWER_CLOSE,
     ANSWER_OPEN,
@@ -251,7 +252,7 @@ def _connect_with_fts() -> duckdb.DuckDBPyConnection:
     spec = importlib.util.find_spec("duckdb_extension_fts")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("WebShop search needs the package duckdb-extension-fts: pip install duckdb-extension-fts")
-    connection = duckdb.connect(":memory:", config={"threads": 1})
+    connection = duckdb_files.connect(threads=1)
     version = connection.execute("PRAGMA version").fetchone()[0]
     file = Path(next(iter(spec.submodule_search_locations))) / "extensions" / version / "fts.duckdb_extension"
     if not file.exists():

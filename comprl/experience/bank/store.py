@@ -60,6 +60,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from comprl import duckdb_files
 from comprl.experience.bank.embedder import Embedder
 from comprl.experience.bank.index import MemoryIndex
 
@@ -411,7 +412,7 @@ def _columns(con: duckdb.DuckDBPyConnection, database: str) -> dict[str, list[st
 @functools.lru_cache(maxsize=8)
 def _expected_columns(dim: int) -> dict[str, list[str]]:
     """The columns of a version-1 bank with ``dim``-dimensional embeddings, as :func:`_columns` lists them."""
-    with duckdb.connect() as scratch:
+    with duckdb_files.connect() as scratch:
         for statement in _schema(dim, "memory"):
             scratch.execute(statement)
         return _columns(scratch, "memory")
@@ -565,7 +566,7 @@ def bank_fingerprint(path: str | os.PathLike) -> dict[str, Any]:
     """What tells a closed bank file's state apart from any other state of it or of another bank, read only: its
     entries and operations counted, and its last operation's ``seq`` and ``logged_at`` (banks are append-only)."""
     try:
-        with duckdb.connect(str(path), read_only=True) as con:
+        with duckdb_files.connect(str(path), read_only=True) as con:
             entries = con.execute("SELECT count(*) FROM entries").fetchone()[0]
             operations, seq, at = con.execute("SELECT count(*), max(seq), max(logged_at) FROM operations").fetchone()
     except duckdb.Error as error:
@@ -757,7 +758,7 @@ class ExperienceBank:
         # One HNSW index statement at a time: concurrent index scans from several connections can abort the
         # process (usearch keeps one search context per hardware thread).
         self._index_guard = threading.Lock()
-        self._con: duckdb.DuckDBPyConnection | None = duckdb.connect()
+        self._con: duckdb.DuckDBPyConnection | None = duckdb_files.connect()
         try:
             # vss is loaded before the file is attached so that WAL replay can rebuild a persisted HNSW index.
             why_not = _load_vss(self._con)
@@ -1330,7 +1331,7 @@ class ExperienceBank:
         Path(f"{path}.wal").unlink(missing_ok=True)
         shutil.copyfile(snapshot, path)
         try:
-            with duckdb.connect(str(path)) as con:
+            with duckdb_files.connect(str(path)) as con:
                 if check_bank_file(con, _current_database(con), Path(snapshot)):
                     for schema, name in con.execute("SELECT schema_name, index_name FROM duckdb_indexes()").fetchall():
                         con.execute(f"DROP INDEX {_identifier(schema)}.{_identifier(name)}")
