@@ -40,7 +40,7 @@ def main() -> None:
     from comprl.actor.rollout import run_episodes
     from comprl.chat import ChatFormat
     from comprl.config import make_config
-    from comprl.experience.extractor.prompts import ExtractorFormat, distill_messages, parse_distill
+    from comprl.experience.extractor.prompts import ExtractorFormat, distill_messages, parse_distill, reply_stop
     from comprl.experience.extractor.track import episode_actions, lesson_choices
     from comprl.llm import HFEngine, SamplingParams, load_model, resolve_dtype
 
@@ -60,7 +60,7 @@ def main() -> None:
         engine = HFEngine(*load_model(extractor_name, dtype=dtype))
     chat = ChatFormat.from_tokenizer(engine.tokenizer)
     fmt = ExtractorFormat(style=config.extractor.style)
-    stop = ("\n",) if fmt.style == "note" else ("</answer>",)
+    stop = reply_stop(fmt)
     prefix = config.extractor.response_prefix
     prompts = []
     for episode in episodes:

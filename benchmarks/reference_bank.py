@@ -12,12 +12,12 @@ the experience manager retrieves from a copy of the bank (method ``static``, as 
 ``bank.init_from`` would; evaluation searches record nothing; ``experience.warmup=0``, since a task with fewer
 lessons than the profile's warm-up would be gated). Both passes play the same seeds from the same random
 streams, so the only difference is the lesson in the prompt. Prints per task: free and guided success with 95%
-Wilson intervals, the difference, how many guided episodes were shown an entry, the seeds won by one pass only,
-and (MiniHack) how many were shown the lesson for what their first observation shows (the stairs, the key, a
-door, nothing useful) and how many first moves, free and guided, are the move the stairs rule gives for the
-first view. ``--told`` adds a third pass whose lesson is narrowed to the rule's one move for the episode's first
-view (an upper bound on what the lesson can tell the actor at the first turn; the counts above cover the first
-two passes).
+Wilson intervals, the difference, how many guided episodes were shown an entry, the seeds won by one pass only
+with the paired t and the exact sign test on them (and the smallest p their count allows), and (MiniHack) how
+many were shown the lesson for what their first observation shows (the stairs, the key, a door, nothing useful)
+and how many first moves, free and guided, are the move the stairs rule gives for the first view. ``--told`` adds
+a third pass whose lesson is narrowed to the rule's one move for the episode's first view (an upper bound on what
+the lesson can tell the actor at the first turn; the counts above cover the first two passes).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from comprl.kit.reference_bank import (
 )
 from comprl.kit.evaluate import wilson_interval
 from comprl.kit.guidance import guidance_row, guided_and_free
+from comprl.kit.stats import paired_from_discordant
 
 
 def rate(successes: int, n: int) -> str:
@@ -102,6 +103,7 @@ def compare(env_id: str, bank: Path, args: argparse.Namespace) -> None:
     print(f"  guided - free = {row['guided_minus_free']:+.3f}; guided episodes shown an entry: "
           f"{row['guided_with_entry']}/{n}")
     print(f"  seeds won only guided: {row['won_only_guided']}, only free: {row['won_only_free']}")
+    print(f"  paired: {paired_from_discordant(n, row['won_only_guided'], row['won_only_free']).describe()}")
     if told_episodes is not None:
         told_wins = sum(t.success for t in told_episodes)
         print(f"  told    success {rate(told_wins, n)}  (the rule's move for the first view, as the lesson)")

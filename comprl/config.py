@@ -67,6 +67,10 @@ EXTRACTOR_STYLES: tuple[str, ...] = ("json", "lines", "note")
 """Answer formats of the extractor (:mod:`comprl.experience.extractor.prompts`): the paper's JSON operation list,
 one compact line per operation, or one plain-text lesson per call (for models too small to follow either grammar)."""
 
+SCRIPTED_EXTRACTOR = "scripted"
+"""``ExtractorConfig.model`` of the scripted extractor, a positive control that is no model
+(:mod:`comprl.experience.extractor.scripted`)."""
+
 
 def check_types(config: Any) -> None:
     """Refuse a field of the config dataclass ``config`` whose value is not of the field's declared type, naming
@@ -270,7 +274,17 @@ class ExtractorConfig(OptimConfig):
     """The extractor: which model, how it writes, and how it is trained (CISPO)."""
 
     model: str = "smollm2-135m"
-    """Extractor model, with weights of its own unless ``share_actor``. Paper: Qwen3-4B-Thinking-2507."""
+    """Extractor model, with weights of its own unless ``share_actor``. Paper: Qwen3-4B-Thinking-2507.
+
+    ``"scripted"`` (:data:`SCRIPTED_EXTRACTOR`) is a positive control, NOT the paper's method (comprl's, issue 68):
+    no extractor model is loaded or trained; each successful episode gets one lesson that names its task instance
+    (the first line of its first observation) and states its winning moves in order as the actor writes them
+    ("... Winning moves: <answer>north</answer> then <answer>east</answer>"), a failed episode gets none, and
+    merges change nothing (:mod:`comprl.experience.extractor.scripted`). The lesson goes through the parser and
+    bank writes of a model's reply, so credit, bank, retrieval and warm-up run as with a model. Styles "note" and
+    "json" (a "lines" answer cannot hold the moves' answer tags); no ``share_actor``, ``lesson_grammar`` or
+    ``experience.search_and_ask`` (nothing to share, constrain or rewrite with); the fields of the model and its
+    training are unused."""
     share_actor: bool = False
     """The extractor is the actor's own model (the paper's self-distillation ablation, with which training was
     unstable and collapsed late; paper: False, separate weights): it generates with the actor's weights and CISPO
@@ -370,6 +384,18 @@ class ExtractorConfig(OptimConfig):
             )
         if self.temperature < 0:
             raise ValueError(f"extractor temperature={self.temperature!r}: accepted: >= 0 (0 = greedy decoding)")
+        if self.scripted and (self.style == "lines" or self.lesson_grammar or self.share_actor):
+            raise ValueError(
+                f"extractor model={SCRIPTED_EXTRACTOR!r} (a positive control, no model) with style={self.style!r}, "
+                f"lesson_grammar={self.lesson_grammar!r}, share_actor={self.share_actor!r}: its lessons hold the "
+                "moves' answer tags, which a 'lines' answer cannot, and it has no model to constrain or share; "
+                "accepted: style 'note' or 'json', lesson_grammar=False, share_actor=False"
+            )
+
+    @property
+    def scripted(self) -> bool:
+        """Whether this is the scripted extractor (:data:`SCRIPTED_EXTRACTOR`), which loads and trains no model."""
+        return self.model == SCRIPTED_EXTRACTOR
 
 
 RERANKINGS: tuple[str, ...] = ("official", "batch")
@@ -685,6 +711,12 @@ class ExperimentConfig:
                 "accepted rollout_workers >= 0 (0: roll out in this process) and rollout_worker_cpus >= 1"
             )
         asks_mid_episode = self.uses_experience and self.experience.search_and_ask
+        if asks_mid_episode and self.extractor.scripted:
+            raise ValueError(
+                f"experience.search_and_ask=True with extractor.model={SCRIPTED_EXTRACTOR!r}: the tool's answers "
+                "are the extractor's rewrites, and the scripted extractor writes none; accepted: "
+                "search_and_ask=False, or an extractor model"
+            )
         if self.rollout_workers and asks_mid_episode and self.experience.mode != "async":
             raise ValueError(
                 "rollout_workers with experience.search_and_ask needs experience.mode='async': the workers ask the "
@@ -760,12 +792,18 @@ class ExperimentConfig:
         return (1, int(self.uses_experience)) if self.eval_episodes else (0, 0)
 
     @property
+    def trains_extractor(self) -> bool:
+        """Whether the run trains an extractor: its method does (:data:`TRAINS_EXTRACTOR`) and the extractor is a
+        model (the scripted one, :attr:`ExtractorConfig.scripted`, has nothing to train)."""
+        return TRAINS_EXTRACTOR[self.method] and not self.extractor.scripted
+
+    @property
     def extractor_shares_base(self) -> bool:
         """Whether the extractor runs over the actor's frozen base weights (``extractor.share_base``, where the
         weights are the same and neither model trains them)."""
         actor, extractor = self.actor, self.extractor
         frozen = (not TRAINS_ACTOR[self.method] or actor.lora_rank > 0) and (
-            not TRAINS_EXTRACTOR[self.method] or extractor.lora_rank > 0
+            not self.trains_extractor or extractor.lora_rank > 0
         )
         return (
             extractor.share_base and self.uses_experience and not extractor.share_actor and frozen

@@ -29,6 +29,8 @@ from comprl.evaluation import SHARED_FOLDER, evaluate, evaluation_rows, task_met
 from comprl.actor.trainer import ActorTrainer
 from comprl.actor.workers import RolloutWorkers
 from comprl.config import TRAINS_ACTOR, ExperimentConfig
+from comprl.envs import SECRET_CHECKS, lesson_states_secret
+from comprl.envs.mixture import task_name
 from comprl.experience import connect
 from comprl.experience.interface import ExperienceService, NullExperience, Outcome
 from comprl.llm import HFEngine, load_model, make_engine, resolve_dtype, sharing_weights
@@ -182,6 +184,7 @@ def train_step(learners: Learners, step: int) -> dict[str, float]:
             stats = experience.stats()
         if config.uses_experience:
             metrics.update(_halves(trajectories))
+            metrics.update(rule_recall_shown(trajectories))
             metrics.update(stats)
             metrics["experience_seconds"] = timer.seconds["experience"]
     metrics["step_seconds"] = timer.seconds["step"]
@@ -228,7 +231,12 @@ def run_experiment(
     generation tokens/s, wall time per phase (rollout, actor update, experience calls), the actor's and extractor's
     loss diagnostics, bank size, extractor outputs applied or rejected by reason, the fractions of them valid, cut
     at the token cap and empty and the valid ones' length (:func:`comprl.experience.extractor.track.reply_rates`),
-    and ``guided_minus_free`` (:func:`guided_minus_free`).
+    and ``guided_minus_free`` (:func:`guided_minus_free`). On tasks whose instances hide a fact a lesson can state
+    (:data:`comprl.envs.SECRET_CHECKS`, the vaults): ``rule_recall_shown``, the share of the guided rollouts shown
+    an entry whose entry states their own seed's fact (:func:`rule_recall_shown`); ``rule_recall_live``, that share
+    of the live bank's entries that name a seed in their source (each judged against that seed), and
+    ``rule_recall_judged``, how many such entries there are (merged ones name none)
+    (:class:`comprl.experience.rule_recall.RuleRecall`); per task too in a mixture (``vault_rule_recall_shown``).
     Evaluation rows (phase ``eval``) at step 0 and after the last step, with and without experience (with
     ``guided_with_entry``, the episodes that were shown an entry).
     A training row counts the extractor's work finished since the previous row. In ``experience.mode="async"`` the
@@ -458,6 +466,28 @@ def guided_minus_free(trajectories: Sequence[Trajectory]) -> float:
             free[t.group].append(t.success)
     differences = [np.mean(shown[g]) - np.mean(free[g]) for g in shown if free[g]]
     return float(np.mean(differences)) if differences else float("nan")
+
+
+def rule_recall_shown(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """On the tasks whose instances hide a fact (:data:`comprl.envs.SECRET_CHECKS`): of the guided rollouts that
+    were shown an entry, the share whose entry states the fact of the rollout's own seed
+    (:func:`comprl.envs.lesson_states_secret`), NaN when none was shown; also per task under its short name when the
+    trajectories come from several tasks. Empty when no task hides a fact."""
+    tasks = dict.fromkeys(t.env_id for t in trajectories)
+    judged: dict[str, list[bool]] = {task: [] for task in tasks if task in SECRET_CHECKS}
+    for t in trajectories:
+        if t.env_id in judged and t.guided and t.experience is not None:
+            judged[t.env_id].append(bool(lesson_states_secret(t.env_id, t.seed, t.experience)))
+
+    def share(verdicts: list[bool]) -> float:
+        return sum(verdicts) / len(verdicts) if verdicts else float("nan")
+
+    if not judged:
+        return {}
+    metrics = {"rule_recall_shown": share([v for verdicts in judged.values() for v in verdicts])}
+    if len(tasks) > 1:
+        metrics.update({f"{task_name(task)}_rule_recall_shown": share(v) for task, v in judged.items()})
+    return metrics
 
 
 def _log_eval(

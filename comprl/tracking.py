@@ -22,9 +22,12 @@ from typing import Any, Protocol
 
 TRACKERS = ("none", "tensorboard", "wandb", "mlflow", "trackio")
 """Accepted values of ``ExperimentConfig.tracker``."""
-EXPERIENCE_PREFIXES = ("bank_", "extractor_", "manager_", "retrieval_", "experience_", "guided_minus_free")
+EXPERIENCE_PREFIXES = (
+    "bank_", "extractor_", "manager_", "retrieval_", "experience_", "guided_minus_free", "rule_recall_"
+)
 """Names of training metrics that belong to the experience side's group (``guided_minus_free``, the guided half's
-gain over the free half where it was shown an entry, reads the bank's usefulness, so it is shown there too)."""
+gain over the free half where it was shown an entry, and ``rule_recall_*``, the share of lessons that state their
+task's hidden fact, read the bank's usefulness, so they are shown there too)."""
 PROJECT = "comprl"
 """The W&B / trackio project and MLflow experiment runs are logged under."""
 

@@ -18,6 +18,7 @@ from comprl.experience.interface import SEARCH_CLOSE, SEARCH_OPEN
 from comprl.experience.extractor.prompts import (
     DISTILL_OPS,
     MERGE_OPS,
+    NOTE_STOP,
     REJECTION_REASONS,
     ExtractorFormat,
     Operation,
@@ -29,6 +30,7 @@ from comprl.experience.extractor.prompts import (
     parse_refine,
     refine_messages,
     render_transcript,
+    reply_stop,
     to_writes,
 )
 
@@ -283,7 +285,8 @@ def test_rejected_answers_name_their_reason_and_keep_no_operation(reason, style,
 
 
 def test_every_rejection_reason_is_exercised_by_the_hand_written_cases():
-    assert {case[0] for case in REJECTED} == set(REJECTION_REASONS)
+    note_only = {"label_only"}  # the note style's own reason, exercised by the note tests at the end
+    assert {case[0] for case in REJECTED} == set(REJECTION_REASONS) - note_only
     for style in STYLES:
         for kind in ("distill", "merge"):
             assert any(c[1] == style and c[2] == kind for c in REJECTED)
@@ -718,7 +721,6 @@ def test_a_merge_note_replaces_the_whole_chunk():
     [
         ("", "empty_text"),
         ("  \n  \n", "empty_text"),
-        ("Lesson:   ", "empty_text"),
         ("x" * 1001, "oversize_text"),
         ("nul \x00", "bad_text"),
     ],
@@ -736,17 +738,103 @@ def test_note_prompts_ask_for_one_lesson_and_show_the_used_entries():
     assert "Combine" in system["content"] and "- A.\n- B." in user["content"]
 
 
-def test_fuzz_notes_never_raise_and_keep_text_verbatim():
+def test_fuzz_notes_never_raise_keep_the_models_words_and_never_store_a_label():
     rng = random.Random(11)
     for case in range(300):
         text = _fuzz_case(rng, case) or _random_text(rng, rng.randint(0, 200))
         parsed = parse_distill(text, rng.randint(0, 2), NOTE)
         if parsed.valid:
             (op,) = parsed.operations
-            assert op.content in text and "\n" not in op.content
+            assert all(word in text for word in op.content.split()) and "\n" not in op.content
+            assert not op.content.endswith(":")
             assert 0 < len(op.title) <= NOTE.max_title_chars and op.content.split()[0].startswith(op.title.split()[0])
         else:
             assert parsed.reason in REJECTION_REASONS and parsed.operations == ()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Task:",
+        "Task:\n",
+        "Objective: \n\n",
+        "Lesson:   ",
+        "Sure. Here is the lesson:\n",
+        "There are several actions in this lesson, and they are:\n",
+        "Episode:\nObservation 1:\n  \n",
+    ],
+)
+def test_a_note_of_label_lines_alone_is_refused_as_label_only(text):
+    for parsed in (parse_distill(text, 0, NOTE), parse_merge(text, 2, NOTE)):
+        assert (parsed.reason, parsed.operations) == ("label_only", ())
+    assert parse_refine(text, NOTE) is None
+    assert "label_only" in REJECTION_REASONS
+
+
+@pytest.mark.parametrize(
+    "text, content",
+    [
+        ("Task:\nReach the stairs down.\nignored", "Task: Reach the stairs down."),
+        ("\n Objective: \n\n  Walk east, then take the stairs.  \n", "Objective: Walk east, then take the stairs."),
+        ("Episode:\nObservation 1:\nThe stairs are east.", "Episode: Observation 1: The stairs are east."),
+        ("Task:\nLesson: Go east.", "Task: Go east."),
+    ],
+)
+def test_label_lines_are_joined_with_the_lesson_line_after_them(text, content):
+    (op,) = parse_distill(text, 0, NOTE).operations
+    assert (op.op, op.content) == ("add", content)
+    assert op.title == " ".join(content.split()[:8])
+    (merged,) = parse_merge(text, 2, NOTE).operations
+    assert (merged.op, merged.targets, merged.content) == ("merge", (0, 1), content)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Sure. Here is the lesson:\nGo east first.",
+        "Here's a lesson for the agent:\n\nGo east first.\n",
+        "Lesson:\nGo east first.",
+        "Lessons:\n  Lesson: Go east first.",
+        "Okay, the answer:\nGo east first.",
+        "Lesson: Go east first.\nMore text.",
+    ],
+)
+def test_preambles_are_dropped_not_joined(text):
+    (op,) = parse_distill(text, 0, NOTE).operations
+    assert op.content == "Go east first."
+    assert parse_refine(text, NOTE) == "Go east first."
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Walk toward the > sign first, then take the stairs down.", " Avoid: walking into walls.\n", "Note: east. Go."],
+)
+def test_a_one_line_note_is_stored_as_written(text):
+    (op,) = parse_distill(text, 0, NOTE).operations
+    assert op.content == text.strip()
+
+
+def _stopped_at(reply: str, stop: tuple[str, ...]) -> str:
+    """The shortest start of ``reply`` that holds one of ``stop`` (all of it when none does), as the engines cut
+    a reply, here character by character."""
+    for end in range(1, len(reply) + 1):
+        if any(s in reply[:end] for s in stop):
+            return reply[:end]
+    return reply
+
+
+@pytest.mark.parametrize(
+    "reply, kept",
+    [
+        ("Task:\nReach the stairs.\nThen go.\n", "Task:\nReach the stairs.\n"),
+        ("Lesson: \n\nGo east\nmore\n", "Lesson: \n\nGo east\n"),
+        ("Task:\n\nObjective:\n", "Task:\n\nObjective:\n"),  # labels alone: on to the token cap
+        ("Go north (twice)\nmore", "Go north (twice)\n"),
+    ],
+)
+def test_a_note_stops_at_the_first_line_break_after_a_line_that_is_not_a_label(reply, kept):
+    assert reply_stop(NOTE) == NOTE_STOP and reply_stop(JSON) == reply_stop(LINES) == ("</answer>",)
+    assert _stopped_at(reply, NOTE_STOP) == kept
 
 
 # --------------------------------------------------------------------------------------------------------------

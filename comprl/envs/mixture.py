@@ -31,10 +31,14 @@ TASK_NAMES: Mapping[str, str] = {
     "comprl/MazeWalk-9x9-v0": "maze",
     "comprl/KeyRoom-Dark-S5-v0": "keyroom",
     "comprl/River-Narrow-v0": "river",
+    "comprl/Room-Dark-Fixed-5x5-v0": "room_dark_fixed",
     "comprl/WebShop-Small-v0": "webshop",
     "comprl/Sokoban-6x6-2box-v0": "sokoban",
     "comprl/ALFWorld-v0": "alfworld",
     "comprl/SWE-Lite-v0": "swe",
+    "comprl/Vault-v0": "vault",
+    "comprl/Vault-Code-v0": "vault_code",
+    "comprl/Vault-Fresh-v0": "vault_fresh",
 }
 """A short name per env id (the paper's table columns, lower case): the prefix of a task's metric names."""
 

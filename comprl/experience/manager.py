@@ -37,14 +37,16 @@ from transformers import PreTrainedModel
 
 from comprl import console
 from comprl.checkpoint import BackgroundWrite, copied, load_torch, writing
-from comprl.config import TRAINS_EXTRACTOR, ExperimentConfig
+from comprl.config import ExperimentConfig
 from comprl.experience.bank import Embedder, Entry, ExperienceBank
 from comprl.experience.bank.store import bank_fingerprint
 from comprl.experience.interface import Episode, Outcome, checked_search
 from comprl.experience.queue_file import queue_path, read_episodes, write_episodes
 from comprl.experience.extractor.trainer import ExtractorSample, ExtractorTrainer
+from comprl.experience.extractor.scripted import ScriptedTrack
 from comprl.experience.extractor.track import ExperienceTrack, reply_rates
 from comprl.experience.retrieval import Query, RetrievalPolicy
+from comprl.experience.rule_recall import RuleRecall
 from comprl.llm import HFEngine, load_model, load_tokenizer, resolve_dtype
 from comprl.policy_gradient import PolicyGradientTrainer
 
@@ -80,6 +82,9 @@ class ExperienceManager:
             extractor take turns in one process.
         model: the extractor's model, loaded by the caller (with ``extractor.share_base``, a copy of the actor's
             module tree over its frozen base weights, :func:`comprl.llm.sharing_weights`); loaded here when None.
+            The scripted extractor (``extractor.model="scripted"``, a positive control) has none: nothing is
+            loaded, trained or saved for it, and :class:`~comprl.experience.extractor.scripted.ScriptedTrack`
+            writes the lessons.
     """
 
     def __init__(
@@ -113,7 +118,13 @@ class ExperienceManager:
             # refused, before anything is written, unless it is the snapshot this manager.pt was written with
             ExperienceBank.restore(Path(checkpoint) / "bank.duckdb", bank_path, state.get("bank"))
             queue_path(bank_path).unlink(missing_ok=True)  # persisted after the checkpoint: its episodes come again
-        if config.extractor.share_actor:
+        if config.extractor.scripted:
+            if model is not None or actor is not None or actor_engine is not None:
+                raise ValueError(
+                    "extractor.model='scripted' loads no model: pass none (model=, actor=, actor_engine=)"
+                )
+            tokenizer = None
+        elif config.extractor.share_actor:
             if actor is None or actor_engine is None:
                 raise ValueError(
                     "extractor.share_actor=True: pass the actor's trainer and engine (actor=, actor_engine=)"
@@ -140,9 +151,9 @@ class ExperienceManager:
         with self._extractor():
             self.trainer = (
                 ExtractorTrainer(model, tokenizer.pad_token_id, config.extractor, weights_of=actor)
-                if TRAINS_EXTRACTOR[config.method] else None
+                if config.trains_extractor else None
             )
-        self.engine = HFEngine(
+        self.engine = None if config.extractor.scripted else HFEngine(
             self.trainer.model if self.trainer else model, tokenizer,
             adapter_dtype=config.extractor.generation_adapter_dtype,
         )
@@ -152,6 +163,7 @@ class ExperienceManager:
             use_vss=config.bank.use_vss, index=config.bank.index,
         )
         self._tracks: dict[str, ExperienceTrack] = {}
+        self._rule_recall = RuleRecall(config.task_ids)
         self.retrieval = RetrievalPolicy(
             config, self.bank, clock=clock, wait_for_distillation=self._wait_for_distillation
         )
@@ -460,7 +472,10 @@ class ExperienceManager:
 
     def _track(self, task: str) -> ExperienceTrack:
         if task not in self._tracks:
-            self._tracks[task] = ExperienceTrack(self.engine, self.bank, self.config.extractor, task=task)
+            self._tracks[task] = (
+                ScriptedTrack(self.bank, self.config.extractor, task) if self.config.extractor.scripted
+                else ExperienceTrack(self.engine, self.bank, self.config.extractor, task=task)
+            )
         return self._tracks[task]
 
     def _live_tasks(self) -> set[str]:
@@ -490,7 +505,8 @@ class ExperienceManager:
     def stats(self, *, searches_only: bool = False) -> dict[str, float]:
         """Counters since the last call (then zeroed), the extractor's reply diagnostics over them
         (:func:`~comprl.experience.extractor.track.reply_rates`), and gauges: queue length, bank size, extractor
-        buffer.
+        buffer, and on tasks with a hidden fact the live entries' rule recall
+        (:class:`~comprl.experience.rule_recall.RuleRecall`).
 
         ``searches_only`` takes the counters of searches alone (:data:`SEARCH_COUNTERS`) and leaves the rest, the
         extractor's work above all, to the next call: how the loop keeps an evaluation's lookups out of the
@@ -515,6 +531,8 @@ class ExperienceManager:
             metrics.update({f"extractor_{k}": v for k, v in updates[-1].items()})
         metrics["extractor_updates"] = sum(u["updates"] for u in updates)
         metrics["bank_size"] = float(len(self.bank))
+        if not searches_only:
+            metrics.update(self._rule_recall.live(self.bank))
         return metrics
 
     def close(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from comprl.actor.rollout import Trajectory
 from comprl.config import ExperimentConfig
@@ -43,6 +43,19 @@ def guided_and_free(
     ``config``: the actor, its evaluation settings and the retrieval (method ``static`` or another that uses
     experience; a bank under ``experience.warmup`` entries of a task is gated: set it to 0 to always retrieve).
     ``extra_search``: the manager's search -> another search, for a third pass (e.g. lessons narrowed down)."""
+    free, guided = guided_by_banks(config, {"guided": bank}, extra_search, progress)
+    passes = guided["guided"]
+    return Passes(free, passes.guided, passes.shown, passes.extra)
+
+
+def guided_by_banks(
+    config: ExperimentConfig, banks: Mapping[str, str | Path],
+    extra_search: Callable[[Callable], Callable] | None = None, progress: bool = True,
+) -> tuple[list[Trajectory], dict[str, Passes]]:
+    """The free pass once, then one guided pass per bank of ``banks`` (name -> bank file), with the actor loaded
+    once: the same held-out seeds from the same random streams in every pass, so that passes differ only in the
+    lesson each episode is shown (:func:`guided_and_free` is this with one bank). Returns the free episodes and,
+    per bank name, its :class:`Passes` (``free`` is the shared free pass)."""
     from comprl.evaluation import play
     from comprl.experience import connect
     from comprl.llm import load_model, make_engine, resolve_dtype, sharing_weights
@@ -50,6 +63,8 @@ def guided_and_free(
 
     if not config.uses_experience:
         raise ValueError(f"method={config.method!r} retrieves nothing; accepted: a method that uses experience")
+    if not banks:
+        raise ValueError("banks is empty; accepted: at least one name -> bank file")
     device = resolve_device(config)
     model, tokenizer = load_model(
         config.model, dtype=resolve_dtype(config.dtype, device), device=device, seed=config.seed,
@@ -57,27 +72,35 @@ def guided_and_free(
     )
     engine = make_engine(config, model, tokenizer)
     envs = make_envs(config)
-    shown: list[tuple[str, Any]] = []
-    with tempfile.TemporaryDirectory() as folder:
-        copy = Path(folder) / "bank.duckdb"
-        shutil.copyfile(bank, copy)  # what bank.init_from does at the start of a run
-        extractor_model = sharing_weights(model) if config.extractor_shares_base else None
-        experience = connect(config, copy, device=str(device), model=extractor_model)
-        try:
-            search = functools.partial(experience.search, record=False)
+    out: dict[str, Passes] = {}
+    try:
+        free = play(engine, envs, config, progress=progress)
+        for name, bank in banks.items():
+            shown: list[tuple[str, Any]] = []
+            with tempfile.TemporaryDirectory() as folder:
+                copy = Path(folder) / "bank.duckdb"
+                shutil.copyfile(bank, copy)  # what bank.init_from does at the start of a run
+                extractor_model = sharing_weights(model) if config.extractor_shares_base else None
+                experience = connect(config, copy, device=str(device), model=extractor_model)
+                try:
+                    search = functools.partial(experience.search, record=False)
 
-            def counted(queries: list[str], **kwargs: Any) -> list:
-                entries = search(queries, **kwargs)
-                shown.extend(zip(queries, entries))
-                return entries
+                    def counted(queries: list[str], **kwargs: Any) -> list:
+                        entries = search(queries, **kwargs)
+                        shown.extend(zip(queries, entries))
+                        return entries
 
-            free = play(engine, envs, config, progress=progress)
-            guided = play(engine, envs, config, search=counted, progress=progress)
-            extra = play(engine, envs, config, search=extra_search(search), progress=progress) if extra_search else None
-        finally:
-            experience.close()
-            close_envs(envs)
-    return Passes(free, guided, shown, extra)
+                    guided = play(engine, envs, config, search=counted, progress=progress)
+                    extra = (
+                        play(engine, envs, config, search=extra_search(search), progress=progress)
+                        if extra_search else None
+                    )
+                finally:
+                    experience.close()
+            out[name] = Passes(free, guided, shown, extra)
+    finally:
+        close_envs(envs)
+    return free, out
 
 
 def guidance_row(passes: Passes) -> dict[str, Any]:

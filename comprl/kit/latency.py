@@ -114,7 +114,13 @@ def mode_config(
         overrides.update({"experience.mode": mode, "experience.manager_cores": tuple(manager_cores)})
     method = "baseline" if mode in ("none", "loaded") else "comp_rl"
     overrides.setdefault("eval_episodes", 0)
-    return make_config(profile, method=method, batch_instances=batch_size // group, group_size=group, **overrides)
+    config = make_config(profile, method=method, batch_instances=batch_size // group, group_size=group, **overrides)
+    if config.extractor.scripted:
+        raise ValueError(
+            "extractor.model='scripted': the latency analysis measures what an extractor model costs the actor (and "
+            "its 'loaded' control generates with that model), and the scripted extractor is none; accepted: a model"
+        )
+    return config
 
 
 def measure_overhead(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from comprl.config import TRAINS_ACTOR, TRAINS_EXTRACTOR, ExperimentConfig
+from comprl.config import TRAINS_ACTOR, ExperimentConfig
 from comprl.envs.mixture import task_name
 
 
@@ -87,7 +87,7 @@ def resource_plan(
 def _size(config: ExperimentConfig) -> tuple[int, bool, bool]:
     """What makes a run the largest: rollouts over the run, then whether it has an extractor, then whether both
     learners train (so that the largest run shown is one with all the work of a step)."""
-    both = TRAINS_ACTOR[config.method] and TRAINS_EXTRACTOR[config.method] and not config.extractor.share_actor
+    both = TRAINS_ACTOR[config.method] and config.trains_extractor and not config.extractor.share_actor
     return config.mixture().size * config.group_size * config.steps, config.uses_experience, both
 
 
@@ -117,9 +117,10 @@ def memory_plan(configs: list[ExperimentConfig]) -> str:
 
 
 def _learners(config: ExperimentConfig) -> list[tuple[str, int]]:
-    """(model, LoRA rank) of each model the run loads: the actor, and the extractor unless it is the actor."""
+    """(model, LoRA rank) of each model the run loads: the actor, and the extractor unless it is the actor or
+    scripted (no model)."""
     learners = [(config.model, config.actor.lora_rank)]
-    if config.uses_experience and not config.extractor.share_actor:
+    if config.uses_experience and not config.extractor.share_actor and not config.extractor.scripted:
         learners.append((config.extractor.model, config.extractor.lora_rank))
     return learners
 
@@ -163,12 +164,12 @@ GPUs 0-7 is not counted: neither learner has a KL term."""
 
 def placement_roles(config: ExperimentConfig) -> tuple[str, ...]:
     """The parts of :data:`PLACEMENT` a run has: the actor; with experience the bank's workers, and the extractor
-    unless it shares the actor's weights."""
+    unless it shares the actor's weights or is scripted (no model)."""
     if not config.uses_experience:
         return ("actor",)
     return (
         ("actor", "search", "embedder")
-        if config.extractor.share_actor
+        if config.extractor.share_actor or config.extractor.scripted
         else ("actor", "extractor", "search", "embedder")
     )
 
@@ -294,10 +295,16 @@ PROMPT_TOKENS: dict[str, PromptTokens] = {
     "comprl/MazeWalk-9x9-v0": PromptTokens(239, 120, 2368),
     "comprl/KeyRoom-Dark-S5-v0": PromptTokens(300, 136, 2377),
     "comprl/River-Narrow-v0": PromptTokens(313, 175, 2330),
+    "comprl/Room-Dark-Fixed-5x5-v0": PromptTokens(220, 114, 2294),  # 2026-12-07
     "comprl/WebShop-Small-v0": PromptTokens(262, 92, 2620),
     "comprl/Sokoban-6x6-2box-v0": PromptTokens(248, 120, 3005),
     "comprl/ALFWorld-v0": PromptTokens(511, 193, 2796),
     "comprl/SWE-Lite-v0": PromptTokens(818, 126, 2669),
+    # a one-move vault ends on its first valid move, so its only later turns follow invalid replies, which the
+    # random mover never plays: per_turn is such a turn's size (an invalid reply's feedback, seeds 0-7), measured apart
+    "comprl/Vault-v0": PromptTokens(115, 96, 558),
+    "comprl/Vault-Code-v0": PromptTokens(130, 54, 623),
+    "comprl/Vault-Fresh-v0": PromptTokens(114, 95, 557),
 }
 """Per env id, measured by ``measure_prompt_tokens()``: 8 episodes each (seeds 0-7, default env options) of
 uniformly random admissible actions under a 30-turn cap, tokenised with SmolLM2's tokenizer and chat template
@@ -310,6 +317,7 @@ VIEW_PROMPT_TOKENS: dict[tuple[str, str], PromptTokens] = {
     ("comprl/MazeWalk-9x9-v0", "brief"): PromptTokens(165, 64, 2253),
     ("comprl/KeyRoom-Dark-S5-v0", "brief"): PromptTokens(228, 77, 2267),
     ("comprl/River-Narrow-v0", "brief"): PromptTokens(214, 94, 2272),
+    ("comprl/Room-Dark-Fixed-5x5-v0", "brief"): PromptTokens(163, 62, 2243),  # 2026-12-07
 }
 """Per (env id, ``view`` env option), measured as :data:`PROMPT_TOKENS` with that view (``measure_prompt_tokens(ids,
 options={"view": "brief"})`` for the five MiniHack ids, 2026-11-29; the lit Room's measured again the same):
@@ -550,14 +558,15 @@ def step_budget(config: ExperimentConfig) -> StepBudget:
     if not config.uses_experience:
         return StepBudget(tuple(tasks), actor_train, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0, 0.0)
     extractor = config.extractor
-    calls = extractor.distill_per_step if 0 < extractor.distill_per_step < total else total
+    # the scripted extractor generates nothing: its lessons cost no extractor tokens
+    calls = 0 if extractor.scripted else extractor.distill_per_step if 0 < extractor.distill_per_step < total else total
     distill_prompt = (
         sum(min(prompt_tokens(config, t.env_id).distill, DISTILL_FRAMING + t.sequence) * t.rollouts for t in tasks)
         / total
         + 0.5 * SHARED_TOKENS["entry"]
     )
     refine_calls = sum(t.asks for t in tasks)
-    trains = TRAINS_EXTRACTOR[config.method]
+    trains = config.trains_extractor
     return StepBudget(
         tasks=tuple(tasks),
         actor_train=actor_train,
@@ -963,7 +972,8 @@ def time_plan(
         )
     n = learner_devices(config, t)
     extractor = config.model if config.extractor.share_actor else config.extractor.model
-    roles = [("actor", config.model)] + ([("extractor", extractor)] if config.uses_experience else [])
+    generates = config.uses_experience and not config.extractor.scripted  # the scripted extractor is no model
+    roles = [("actor", config.model)] + ([("extractor", extractor)] if generates else [])
     scale, far = [], []
     for role, model in roles:
         factor = t.rate("prefill", model) / t.prefill_tokens_per_s
@@ -1007,7 +1017,7 @@ def time_plan(
             f"  actor update     = update tokens / train rate = {term(budget.actor_train, 'train', 'actor')} = "
             f"{_duration(took.actor_update)}"
         )
-    if config.uses_experience:
+    if generates:
         lines.append(f"  extraction       = prefill / prefill rate + decode / decode rate = "
                      f"{term(budget.extractor_prefill, 'prefill', 'extractor')} + "
                      f"{term(budget.extractor_decode, 'decode', 'extractor')} = {_duration(took.extraction)}")
@@ -1019,7 +1029,7 @@ def time_plan(
         for name, tokens in (
             ("rollout", 1),
             ("actor update", budget.actor_train),
-            ("extraction", config.uses_experience),
+            ("extraction", generates),
             ("extractor update", budget.extractor_train),
         )
         if tokens
@@ -1046,7 +1056,7 @@ def time_plan(
             f"{_duration(eval_seconds(config, (1, 0), t))} free{guided}; a run plays at most two of each (step 0, "
             "after the last step): the passes played are counted per notebook"
         )
-    if config.uses_experience and config.extractor.merge_every:
+    if generates and config.extractor.merge_every:
         calls = 1000 / MERGE_CHUNK
         merge = (calls * SHARED_TOKENS["merge"] / rate[("prefill", "extractor")]
                  + calls * config.extractor.max_new_tokens / rate[("decode", "extractor")])

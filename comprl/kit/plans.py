@@ -148,10 +148,38 @@ def ablations(
     return Plan(configs, lambda name, seed: f"{name}_seed{seed}")
 
 
+def mechanism(
+    profile: str,
+    arms: Mapping[str, Mapping[str, Any]] | None = None,
+    env_id: str | None = None,
+    steps: int | None = None,
+    seeds: Sequence[int] = (0,),
+    overrides: Mapping[str, Any] | None = None,
+) -> Plan:
+    """Notebook 07's Stage B: each arm (name -> its overrides, e.g. ``{"method": "baseline"}``; None: the
+    profile's, :data:`comprl.kit.mechanism.STAGE_B_ARMS`) on a vault task with the mechanism settings of
+    ``profile`` (:func:`comprl.kit.mechanism.mechanism_config`), seed by seed. Keys ``(arm, seed)``, names
+    ``arm_seedN`` (arm names: letters, digits and underscores)."""
+    from comprl.kit.mechanism import STAGE_B_ARMS, mechanism_config
+
+    arms = STAGE_B_ARMS if arms is None else arms
+    for name in arms:
+        if not name.isidentifier():
+            raise ValueError(f"arm name {name!r}: use letters, digits and underscores")
+    configs = {
+        (name, seed): mechanism_config(
+            profile, env_id=env_id, steps=steps, seed=seed, **{**(overrides or {}), **changes}
+        )
+        for seed in seeds for name, changes in arms.items()
+    }
+    return Plan(configs, lambda name, seed: f"{name}_seed{seed}")
+
+
 NOTEBOOK_PLANS: dict[str, Callable[..., Plan]] = {
     "01_single_task": single_task,
     "02_multitask": multitask,
     "03_extractor_size": extractor_size,
     "04_ablations": ablations,
+    "07_mechanism": mechanism,
 }
 """The notebooks that train a plan of runs -> the function that builds it from their parameters."""

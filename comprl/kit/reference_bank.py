@@ -439,9 +439,6 @@ def write_reference_bank(
     tasks and lessons are written. A lesson over ``MAX_LESSON_TOKENS`` tokens, an unknown task or an existing file
     is an error.
     """
-    from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
-    from comprl.llm import load_tokenizer
-
     config = config or make_config("cpu")
     path = Path(path)
     if path.exists():
@@ -449,23 +446,42 @@ def write_reference_bank(
     unknown = [task for task in tasks if task not in REFERENCE_TASKS]
     if unknown or not tasks:
         raise ValueError(f"tasks {list(tasks)}: accepted a non-empty list of {', '.join(REFERENCE_TASKS)}")
-    tokenizer = load_tokenizer(config.extractor.model)
     rng = np.random.default_rng([seed, len(REFERENCE_TASKS)])
     order = [tasks[i] for i in rng.permutation(len(tasks))]
+    lessons: dict[str, list[tuple[str, str]]] = {}
+    for env_id in order:
+        options = config.env_options.get(env_id, TASK_OPTIONS.get(env_id, {}))
+        written = reference_lessons(env_id, training_seeds(env_id, episodes, seed), options)
+        lessons[env_id] = [written[i] for i in rng.permutation(len(written))]
+    return write_lesson_bank(path, lessons, config, ORIGIN)
+
+
+def write_lesson_bank(
+    path: str | Path, lessons: dict[str, list[tuple[str, str]]], config: ExperimentConfig, origin: str,
+) -> dict[str, list[int]]:
+    """Write a new bank file at `path` holding `lessons` (task -> its (title, content) lessons, in the order
+    given) as ``add`` operations of `origin`, embedded with ``config.bank.embedder`` as the experience manager
+    embeds; return each task's entry ids. A lesson over ``MAX_LESSON_TOKENS`` tokens of ``config``'s extractor
+    tokenizer (SmolLM2's for a scripted extractor) or an existing file is an error."""
+    from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
+    from comprl.llm import load_tokenizer
+
+    path = Path(path)
+    if path.exists():
+        raise FileExistsError(f"{path} exists; a lesson bank is written into a new file")
+    tokenizer = load_tokenizer(config.extractor.model if config.extractor.model != "scripted" else config.model)
+    for env_id, task_lessons in lessons.items():
+        for title, content in task_lessons:
+            length = lesson_tokens(tokenizer, title, content)
+            if length > MAX_LESSON_TOKENS:
+                raise ValueError(f"{env_id} lesson {title!r} has {length} tokens; at most {MAX_LESSON_TOKENS}")
     written: dict[str, list[int]] = {}
     embedder = Embedder(config.bank.embedder, device="cpu")
     with ExperienceBank(path, embedder, capacity=config.bank.capacity, use_vss=config.bank.use_vss) as bank:
-        for env_id in order:
-            options = config.env_options.get(env_id, TASK_OPTIONS.get(env_id, {}))
-            lessons = reference_lessons(env_id, training_seeds(env_id, episodes, seed), options)
-            lessons = [lessons[i] for i in rng.permutation(len(lessons))]
-            for title, content in lessons:
-                length = lesson_tokens(tokenizer, title, content)
-                if length > MAX_LESSON_TOKENS:
-                    raise ValueError(f"{env_id} lesson {title!r} has {length} tokens; at most {MAX_LESSON_TOKENS}")
-            writes = [Write("add", entry=NewEntry(title, content)) for title, content in lessons]
-            written[env_id] = bank.apply(writes, step=0, task=env_id, source=f"{ORIGIN}/{task_name(env_id)}",
-                                         origin=ORIGIN)
+        for env_id, task_lessons in lessons.items():
+            writes = [Write("add", entry=NewEntry(title, content)) for title, content in task_lessons]
+            written[env_id] = bank.apply(writes, step=0, task=env_id, source=f"{origin}/{task_name(env_id)}",
+                                         origin=origin)
     return written
 
 

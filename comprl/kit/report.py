@@ -90,27 +90,77 @@ def task_table(metrics: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+ARM_COLOURS: dict[str, str] = {"baseline": "#4d4d4d", "comp_rl": "#d95f02", "static": "#1b9e77",
+                               "exp_only": "#7570b3"}
+"""Each method's colour in every figure of the kit: a colour means one arm, in every panel and figure."""
+
+OTHER_COLOURS = ("#1f78b4", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#17becf", "#b15928", "#6a3d9a")
+"""The colours of other arms (ablation variants, extractor sizes), handed out in turn by :func:`arm_colours`."""
+
+HALVES: dict[str, tuple[str, str]] = {"guided_success_rate": ("guided", "-"), "free_success_rate": ("free", "--")}
+"""Training metrics of one half of each group (label and line style): a point holds half its row's episodes."""
+
+
+def arm_colours(arms: Iterable[str]) -> dict[str, str]:
+    """A colour per arm: a method's own (:data:`ARM_COLOURS`), others from :data:`OTHER_COLOURS` in the order given.
+    Give every arm of a figure at once, and pass the result to each panel, so that a colour means the same arm in
+    all of them."""
+    others = iter(OTHER_COLOURS * (1 + len(list(arms)) // len(OTHER_COLOURS)))
+    return {arm: ARM_COLOURS.get(arm) or next(others) for arm in dict.fromkeys(arms)}
+
+
 def plot_learning_curves(
-    metrics: pd.DataFrame, metric: str = "success_rate", phase: str = "train", ax: Any = None
+    metrics: pd.DataFrame, metric: str = "success_rate", phase: str = "train", ax: Any = None,
+    colours: dict[str, str] | None = None,
 ) -> Any:
-    """Mean (+/- min-max band over seeds) of ``metric`` against step, one line per method. Returns the figure."""
+    """``metric`` against step, one line per method (the ``method`` column), each in its colour (``colours``: method
+    -> colour, from :func:`arm_colours` of all the figure's arms; a method missing from it takes :func:`arm_colours`'
+    colour among the methods drawn), with the steps as integers. A guided and a free half share their method's
+    colour, the free half dashed. Returns the figure.
+
+    A success rate (``success_rate`` and the halves of :data:`HALVES`) is each step's success pooled over seeds, its
+    band the 95% Wilson interval of those pooled episodes, and its legend gives the seeds and n, the episodes a point
+    holds (a half holds half of its row's ``episodes``): 1 win in 4 episodes gives 0.05-0.70. Other
+    metrics draw the mean and the min-max band over seeds."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    from comprl.kit.evaluate import wilson_interval
 
     if ax is None:
         fig, ax = plt.subplots(figsize=(5, 3.2))
     else:
         fig = ax.figure
-    rows = metrics[metrics["phase"] == phase]
-    for method, group in rows.groupby("method"):
-        stats = group.groupby("step")[metric].agg(["mean", "min", "max"])
-        ax.plot(stats.index, stats["mean"], marker="o", label=method)
-        ax.fill_between(stats.index, stats["min"], stats["max"], alpha=0.2)
+    rows = metrics[metrics["phase"] == phase].dropna(subset=[metric])
+    colours = {**arm_colours(rows["method"]), **(colours or {})}
+    half, style = HALVES.get(metric, ("", "-")) if phase == "train" else ("", "-")
+    share = 0.5 if half else 1.0
+    pooled = metric in HALVES or metric == "success_rate"
+    band = "95% Wilson of the n episodes a point pools over seeds" if pooled and "episodes" in rows else (
+        "min-max over seeds")
+    for method, group in rows.groupby("method", sort=False):
+        seeds = group["seed"].nunique() if "seed" in group else group["run"].nunique()
+        label = f"{method} {half}".strip() + f" ({seeds} seed{'s' if seeds != 1 else ''}"
+        if band.startswith("95%"):
+            n = group["episodes"] * share
+            points = group.assign(wins=(group[metric] * n).round(), n=n).groupby("step")[["wins", "n"]].sum()
+            mean = points["wins"] / points["n"]
+            low, high = zip(*(wilson_interval(int(w), int(k)) for w, k in zip(points["wins"], points["n"])))
+            least, most = int(points["n"].min()), int(points["n"].max())
+            label += f", n={least if least == most else f'{least}-{most}'})"
+        else:
+            stats = group.groupby("step")[metric].agg(["mean", "min", "max"])
+            mean, low, high = stats["mean"], stats["min"], stats["max"]
+            label += ")"
+        ax.plot(mean.index, mean, marker="o", linestyle=style, color=colours[method], label=label)
+        ax.fill_between(mean.index, low, high, color=colours[method], alpha=0.15)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("actor step")
     ax.set_ylabel(metric.replace("_", " "))
     envs = ", ".join(sorted(rows["env_id"].unique())) if "env_id" in rows else ""
-    ax.set_title(envs, fontsize=9)
+    ax.set_title(f"{envs}\nband: {band}" if envs else f"band: {band}", fontsize=8)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
 
@@ -196,13 +246,21 @@ def t_interval(values: Any, level: float = 0.95) -> tuple[float, float]:
     return float(data.mean() - half), float(data.mean() + half)
 
 
-def plot_heldout(metrics: pd.DataFrame, ax: Any = None) -> Any:
+HELDOUT_BARS = (("success_before", "step 0", 0.35, ""), ("success_after", "trained", 1.0, ""),
+                ("guided_success_before", "step 0, with exp.", 0.35, ".."),
+                ("guided_success_after", "trained, with exp.", 1.0, ".."))
+"""The bars of :func:`plot_heldout` per arm: column, label, opacity (step 0 pale) and hatch (with experience)."""
+
+
+def plot_heldout(metrics: pd.DataFrame, ax: Any = None, colours: dict[str, str] | None = None) -> Any:
     """Held-out success per method (:func:`run_key`) before and after training, without and with experience: bars
-    at the mean over seeds, each seed a point, and the 95% t interval of the mean (:func:`t_interval`), drawn within
-    [0, 1], the range of a success rate (with two seeds it reaches far beyond). A with-experience bar whose
-    evaluations showed no episode an entry (step 0's always: the bank is empty) is hatched and labelled "unguided".
-    Returns the figure."""
+    at the mean over seeds in the arm's colour (``colours``, as :func:`plot_learning_curves`; pale at step 0,
+    dotted with experience), each seed a point, and the 95% t interval of the mean (:func:`t_interval`), drawn within
+    [0, 1], the range of a success rate (with two seeds it reaches far beyond). Each arm's label gives its seeds, and
+    says "no interval" where it has one. A with-experience bar whose evaluations showed no episode an entry (step 0's
+    always: the bank is empty) is hatched ``//`` and labelled "unguided". Returns the figure."""
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     table = held_out(metrics)
     key = run_key(metrics)
@@ -210,22 +268,21 @@ def plot_heldout(metrics: pd.DataFrame, ax: Any = None) -> Any:
         fig, ax = plt.subplots(figsize=(max(5, 1.6 * table[key].nunique() + 2), 3.4))
     else:
         fig = ax.figure
-    bars = [("success_before", "step 0", "#bbbbbb"), ("success_after", "trained", "#4c72b0"),
-            ("guided_success_before", "step 0, with exp.", "#dddd99"), ("guided_success_after", "trained, with exp.",
-                                                                       "#dd8452")]
     methods = list(dict.fromkeys(table[key]))
-    width = 0.8 / len(bars)
-    for offset, (column, label, colour) in enumerate(bars):
+    colours = {**arm_colours(methods), **(colours or {})}
+    width = 0.8 / len(HELDOUT_BARS)
+    any_unguided = False
+    for offset, (column, _, alpha, hatch) in enumerate(HELDOUT_BARS):
         for position, method in enumerate(methods):
             seeds = table.loc[table[key] == method, column].dropna()
             if seeds.empty:
                 continue
-            x = position + (offset - (len(bars) - 1) / 2) * width
+            x = position + (offset - (len(HELDOUT_BARS) - 1) / 2) * width
             shown = table.loc[table[key] == method, column.replace("guided_success", "shown")]
             unguided = column.startswith("guided_") and shown.notna().all() and shown.sum() == 0
-            ax.bar(x, seeds.mean(), width, color=colour, hatch="//" if unguided else None, edgecolor="black",
-                   linewidth=0.4, label=label if position == 0 or label not in ax.get_legend_handles_labels()[1]
-                   else None)
+            any_unguided |= unguided
+            ax.bar(x, seeds.mean(), width, color=colours[method], alpha=alpha, hatch="//" if unguided else hatch,
+                   edgecolor="black", linewidth=0.4)
             low, high = t_interval(seeds)
             top = seeds.max()
             if not pd.isna(low):
@@ -237,11 +294,19 @@ def plot_heldout(metrics: pd.DataFrame, ax: Any = None) -> Any:
             if unguided:  # above its interval and points, clear of both
                 ax.annotate("unguided", (x, top), xytext=(0, 3), textcoords="offset points", rotation=90, fontsize=6,
                             ha="center", va="bottom")
-    ax.set_xticks(range(len(methods)), methods)
+    counts = [table.loc[table[key] == method, "run"].nunique() for method in methods]
+    ax.set_xticks(range(len(methods)), [f"{method}\n{n} seeds" if n > 1 else f"{method}\n1 seed: no interval"
+                                        for method, n in zip(methods, counts)])
+    for label, method in zip(ax.get_xticklabels(), methods):
+        label.set_color(colours[method])
     ax.set_ylabel("held-out success")
     ax.set_title("held-out success per seed, mean and 95% t interval (within [0, 1])", fontsize=9)
     ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the axes: no bar hides behind it
+    legend = [Patch(facecolor="#777777", alpha=alpha, hatch=hatch, edgecolor="black", label=label)
+              for _, label, alpha, hatch in HELDOUT_BARS]
+    if any_unguided:
+        legend.append(Patch(facecolor="white", hatch="//", edgecolor="black", label="with exp., unguided"))
+    ax.legend(handles=legend, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the axes
     fig.tight_layout()
     return fig
 
@@ -294,8 +359,9 @@ LESSON_WRITES = ("add", "update")
 def preamble_share(runs: Iterable[str | Path]) -> tuple[int, float]:
     """(lessons the runs' extractors wrote into their banks, the share of them that end with a colon), from each
     run's bank log (:meth:`comprl.runs.Run.bank_operations`). A lesson ending in a colon ("Task:", "Here is the
-    lesson:") announces text that is not there: in the note style a reply stops at its first newline, so a model
-    that puts a label on a line of its own writes the label alone, which passes validation though it says nothing.
+    lesson:") announces text that is not there: until issue 68 a note stopped at its first newline, so a model
+    that put a label on a line of its own wrote the label alone, which passed validation though it says nothing
+    (a note's label is now joined with the lesson line after it, or the reply refused as ``label_only``).
     NaN for the share where no lesson was written."""
     from comprl.runs import Run
 

@@ -44,20 +44,21 @@ from comprl.kit.planner import (
     THROUGHPUT_DIR, Recorded, device_kind, find_throughputs, load_throughput, resource_plan,
 )
 from comprl.kit.plans import NOTEBOOK_PLANS
-from comprl.kit.verdicts import COLLAPSE_FALL, NOISE_ERRORS, claims, collapse_table, diagnostics, planned_power
+from comprl.kit.verdicts import COLLAPSE_FALL, claims, collapse_table, diagnostics, planned_power
 
 SEEDS = {"smoke": [0], "cpu": [0, 1, 2], "gpu": [0, 1, 2], "paper": [0, 1, 2]}
 """Seeds per profile of the notebooks that train (02-04, and 01 where :data:`SINGLE_TASK_SEEDS` names none)."""
 
 SINGLE_TASK_SEEDS = {"cpu": [0, 1, 2, 3, 4], "gpu": [0, 1, 2, 3, 4]}
 """Seeds of notebook 01 where a profile affords more than :data:`SEEDS`. Its single-task claims compare two methods'
-means over seeds, and issue 46 asks that a 0.10 difference in success be detectable (two standard errors). With 64
-held-out episodes a seed's success has a standard error of at most 0.0625, so if seeds differed by that alone, two
-standard errors of the difference would be 0.079 over 5 seeds and 0.102 over 3; a spread between seeds larger than
-the episodes' widens both, and it does: in the cpu rerun of 2026-12-02 the held-out success of 5 seeds spread by an sd
-of 0.110 (baseline) and 0.160 (comp_rl), so the single-task claims detect 0.173, not 0.10. 0.10 would take 16 seeds
-a method, about 17 core-hours for those two methods alone at that rerun's median steps (33 s and 43 s): beyond the
-overnight budget, so cpu keeps 5 and the report prints each claim's detectable difference."""
+means over seeds, and issue 46 asked that a 0.10 difference in success be detectable. With 64 held-out episodes a
+seed's success has a standard error of at most 0.0625, so if seeds differed by that alone, the difference Welch's t
+finds at 80% power (:func:`comprl.kit.verdicts.detectable_difference`) would be 0.126 over 5 seeds and 0.190 over 3;
+a spread between seeds larger than the episodes' widens both, and it does: in the cpu rerun of 2026-12-02 the
+held-out success of 5 seeds spread by an sd of 0.110 (baseline) and 0.160 (comp_rl), so the single-task claims
+detect 0.283 at 80% power (Welch df 7.1), not 0.10. 0.10 would take 31 seeds a method, about 33 core-hours for
+those two methods alone at that rerun's median steps (33 s and 43 s): beyond the overnight budget, so cpu keeps 5
+and the report prints each claim's detectable difference."""
 
 
 DIAGNOSTIC_SEEDS = {"cpu": [0, 1, 2], "gpu": [0, 1, 2]}
@@ -508,20 +509,24 @@ def write_report(profile: str, results: Path) -> Path:
         *partial,
         "## Claims",
         "",
-        f'A claim is "reproduced" where our change points the paper\'s way beyond {NOISE_ERRORS:g} standard errors of '
-        f'the difference of means over seeds, "opposite" where it points the other way beyond them, and '
-        f'"inconclusive" within them. `detectable` is those {NOISE_ERRORS:g} standard errors: the smallest difference '
-        "the seeds could tell from none (a ratio is judged on the difference under it). A `paper` cell in words "
-        '("higher", "lower") is a direction the paper reports without a number for that setting: the verdict reads '
-        "the direction. `step 0` is the same number for the untrained actor (the first evaluation of the same runs). "
-        "`this run - paper` sets our number against "
-        "the paper's, which comes from 7B models: context, not the test (the verdict reads our change). `shown an "
-        "entry` counts the evaluation episodes with experience that the bank gave an entry, over seeds; an evaluation "
-        'that showed none was unguided and is labelled so. The single-task ratios read comp_rl twice, with its bank '
-        "and without it: the paper's figures do not say which. Success is held-out success; a mixture's is the "
-        "average over its tasks. The background track's row claims an absence (no added rollout time): it is "
-        f"reproduced where each batch size's 95% interval over rounds lies at or under {ASYNC_TARGET:g}x, opposite "
-        "where one lies wholly above it, and its `detectable` is the widest interval's half-width.",
+        'A claim is "reproduced" where our change points the paper\'s way and a two-sided 5% t test over seeds calls'
+        " it beyond the noise (Welch's t with its Welch-Satterthwaite degrees of freedom for two arms, the paired t"
+        ' on n - 1 df for the same runs evaluated with and without experience; the verdict gives t, df and p), '
+        '"opposite" where it points the other way beyond the noise, and "inconclusive" within it. Each claim has '
+        'one pre-declared comparison; another reading of it is shown as context and marked not a test. `detectable '
+        'at 80% power` is the true difference the seeds would find four times in five, (t_0.975,df + t_0.80,df) x '
+        'SE (about 2.8 SE at many seeds, 3.7 at 3 seeds a side); a ratio is judged on the difference under it. A '
+        '`paper` cell in words ("higher", "lower") is a direction the paper reports without a number for that '
+        'setting: the verdict reads the direction. `step 0` is the same number for the untrained actor (the first '
+        "evaluation of the same runs). `this run - paper` sets our number against the paper's, which comes from 7B "
+        'models: context, not the test (the verdict reads our change). `shown an entry` counts the evaluation '
+        'episodes with experience that the bank gave an entry, over seeds; an evaluation that showed none was '
+        "unguided and is labelled so. The single-task ratios' comparison is comp_rl with its bank (the paper's "
+        'figures do not say which); the reading without it is shown as context. Success is held-out success; a '
+        "mixture's is the average over its tasks. The background track's row claims an absence (no added rollout "
+        "time): it is reproduced where each batch size's 95% interval over rounds lies at or under "
+        f'{ASYNC_TARGET:g}x, opposite where one lies wholly above it, and its `detectable at 80% power` is read off '
+        'the widest interval.',
         "",
         *claims(root),
         "",

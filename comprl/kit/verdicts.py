@@ -2,10 +2,13 @@
 (:func:`claims`), each seed's collapse (:func:`collapse_table`), and the power of a design before it runs
 (:func:`detectable_difference`).
 
-A claim is "reproduced" where our change points the paper's way and is beyond :data:`NOISE_ERRORS` standard errors
-of the difference of means over seeds, "opposite" where it points the other way beyond them, and "inconclusive"
-within them: a change inside the noise says nothing either way. The ``detectable`` column is those standard errors:
-the smallest difference the seeds behind the claim could have told from none.
+A claim is "reproduced" where our change points the paper's way and a two-sided 5% t test over seeds
+(:mod:`comprl.kit.stats`) calls it beyond the noise: Welch's t with its Welch-Satterthwaite degrees of freedom for two
+arms, the paired t (n - 1 df) for the same runs evaluated with and without experience; "opposite" where it points the
+other way beyond the noise, and "inconclusive" within it: a change inside the noise says nothing either way. The verdict
+gives t and its df. The ``detectable at 80% power`` column is the true difference the seeds behind the claim would find
+four times in five, ``(t_{0.975, df} + t_{0.80, df}) x SE``. Each claim has one pre-declared comparison with a
+verdict; other readings of the same claim are shown as context, never tested.
 """
 
 from __future__ import annotations
@@ -15,13 +18,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
+from scipy.stats import fisher_exact
 
 from comprl.kit import paper
 from comprl.kit.report import COLLAPSE_FALL, held_out, preamble_share, run_key, seed_collapse
-
-NOISE_ERRORS = 2.0
-"""A change counts only beyond this many standard errors of the difference of means (about a 95% interval that
-leaves out 0). Source: comprl's."""
+from comprl.kit.stats import (
+    LEVEL, POWER, TComparison, critical_t, detectable, paired_comparison, paired_from_discordant, welch_comparison,
+)
 
 SEED_SD = 0.13
 """The spread over training seeds of a run's true held-out success, for planning (:func:`detectable_difference`):
@@ -33,17 +36,19 @@ PAPER_MIXTURE = ("room", "webshop", "alfworld")
 """The tasks of the paper's Table 1 (a mixture of other tasks is no row of that table)."""
 
 HEADER = (
-    "| claim | paper | step 0 | this run | this run - paper | detectable | shown an entry | verdict |",
+    "| claim | paper | step 0 | this run | this run - paper | detectable at 80% power | shown an entry | verdict |",
     "|---|---|---|---|---|---|---|---|",
 )
 
 
 def detectable_difference(sd: float, n_seeds: int, episodes: int | None = None, success: float = 0.5) -> float:
-    """The smallest difference of mean success between two methods that ``n_seeds`` seeds each can tell from none:
-    :data:`NOISE_ERRORS` standard errors of the difference of two independent means. ``sd``: the spread of one
-    seed's result over seeds. Measured from finished runs, it already holds the evaluation's own noise: leave
-    ``episodes`` out. Before any run, give the training seeds' spread (:data:`SEED_SD`) and ``episodes``, the
-    held-out episodes each seed is scored on: their binomial variance at ``success`` (0.5: the largest) is added."""
+    """The true difference of mean success between two methods that ``n_seeds`` seeds each find with 80% power
+    (:func:`comprl.kit.stats.detectable`: Welch's t at 5%, two-sided, whose df is ``2 x (n_seeds - 1)`` for two
+    arms of equal size and spread) from the standard error of the difference of two independent means. ``sd``: the
+    spread of one seed's result over seeds. Measured from finished runs, it already holds the evaluation's own
+    noise: leave ``episodes`` out. Before any run, give the training seeds' spread (:data:`SEED_SD`) and
+    ``episodes``, the held-out episodes each seed is scored on: their binomial variance at ``success`` (0.5: the
+    largest) is added."""
     if n_seeds < 2:
         raise ValueError(f"n_seeds={n_seeds!r}: a spread over seeds needs at least 2 seeds")
     if sd < 0 or pd.isna(sd):
@@ -53,35 +58,37 @@ def detectable_difference(sd: float, n_seeds: int, episodes: int | None = None, 
     if not 0 <= success <= 1:
         raise ValueError(f"success={success!r}: a success rate is between 0 and 1")
     variance = sd**2 + (0.0 if episodes is None else success * (1 - success) / episodes)
-    return NOISE_ERRORS * (2 * variance / n_seeds) ** 0.5
+    return detectable((2 * variance / n_seeds) ** 0.5, 2 * (n_seeds - 1))
 
 
-def verdict(paper_change: float, change: float, error: float | None) -> str:
-    """"reproduced" where ``change`` (ours, from our reference) has the sign of ``paper_change`` (the paper's, from
-    its reference) and is beyond :data:`NOISE_ERRORS` standard errors ``error``; "opposite" where it has the other
-    sign beyond them; "inconclusive (within 2 SE)" inside them; without an error (one seed) no verdict."""
-    if error is None or pd.isna(error):
+def verdict(paper_change: float, change: TComparison | None) -> str:
+    """"reproduced" where ``change`` (ours, from our reference: :func:`difference`) has the sign of ``paper_change``
+    (the paper's, from its reference) and its two-sided t test gives p < :data:`comprl.kit.stats.LEVEL`;
+    "opposite" where it has the other sign beyond the noise; "inconclusive" within it; each with t and its df.
+    Without a spread (under two seeds a side) no verdict. Seeds that all moved by the same amount (SE 0) leave no t:
+    a nonzero change is then beyond the noise, and the verdict says so."""
+    if change is None or not change.tested:
         return "no verdict (under 2 seeds)"
-    change = round(change, 9)  # means of the same numbers differ by rounding, not by a direction
-    if change == 0 or abs(change) < NOISE_ERRORS * error:
-        return f"inconclusive (within {NOISE_ERRORS:g} SE)"
-    return "reproduced" if (change > 0) == (paper_change > 0) else "opposite"
+    moved = round(change.difference, 9)  # means of the same numbers differ by rounding, not by a direction
+    if change.se == 0:
+        reading = "SE 0: every seed moved by the same amount, no t"
+    else:
+        reading = f"t = {change.t:+.2f}, {change.df_text}, p = {change.p:.3f}"
+    if moved == 0 or not change.significant:
+        return f"inconclusive ({reading})"
+    return f"{'reproduced' if (moved > 0) == (paper_change > 0) else 'opposite'} ({reading})"
 
 
-def difference(ours: pd.Series, reference: pd.Series, paired: bool = False) -> tuple[float, float | None]:
-    """Mean of ``ours`` minus mean of ``reference`` (values per seed, indexed by seed) and its standard error; NaN
-    values are left out. ``paired``: both are the same runs measured twice (with and without experience), so the
-    error is that of the per-seed differences. None for the error where a side has under two seeds."""
+def difference(ours: pd.Series, reference: pd.Series, paired: bool = False) -> TComparison:
+    """Mean of ``ours`` minus mean of ``reference`` (values per seed, indexed by seed; NaN left out) with its
+    standard error and degrees of freedom: Welch's (:func:`comprl.kit.stats.welch_comparison`), or with ``paired``
+    (both are the same runs measured twice, with and without experience) the paired t on the seeds both have
+    (:func:`comprl.kit.stats.paired_comparison`). Untested (SE None) where a side has under two seeds."""
     ours, reference = ours.dropna(), reference.dropna()
     if paired:
-        both = (ours - reference).dropna()
-        error = float(both.std() / len(both) ** 0.5) if len(both) >= 2 else None
-        return float(both.mean()) if len(both) else float("nan"), error
-    if len(ours) < 2 or len(reference) < 2:
-        error = None
-    else:
-        error = float((ours.var() / len(ours) + reference.var() / len(reference)) ** 0.5)
-    return float(ours.mean() - reference.mean()), error
+        seeds = ours.index.intersection(reference.index)
+        return paired_comparison(ours[seeds].to_numpy(), reference[seeds].to_numpy())
+    return welch_comparison(ours.to_numpy(), reference.to_numpy())
 
 
 def shown(runs: pd.DataFrame) -> tuple[str, bool]:
@@ -119,12 +126,12 @@ def claims(root: Path) -> list[str]:
     if len(names) >= 2:
         side = _sides(sizes, "extractor")
         small, large = names[0], names[-1]
-        before = difference(side(large, "guided_success_before"), side(small, "guided_success_before"))[0]
+        before = difference(side(large, "guided_success_before"), side(small, "guided_success_before")).difference
         change = difference(side(large, "guided_success_after"), side(small, "guided_success_after"))
         entry, _ = shown(sizes[sizes["extractor"] == large])
         out.append(_line(f"larger extractor ({large} over {small}): success with experience, gain",
-                         paper.LARGER_EXTRACTOR_GAIN, before, change[0], change, paper.LARGER_EXTRACTOR_GAIN, entry,
-                         fmt="{:+.3f}"))
+                         paper.LARGER_EXTRACTOR_GAIN, before, change.difference, change, paper.LARGER_EXTRACTOR_GAIN,
+                         entry, fmt="{:+.3f}"))
     ablations = frames["04_ablations"]
     if ablations is not None and "comp_rl" in set(ablations["variant"]):
         side = _sides(ablations, "variant")
@@ -132,38 +139,58 @@ def claims(root: Path) -> list[str]:
         for variant, direction in paper.ABLATIONS.items():
             if variant not in set(ablations["variant"]):
                 continue
-            before = difference(side(variant, "guided_success_before"), side("comp_rl", "guided_success_before"))[0]
+            before = difference(side(variant, "guided_success_before"),
+                                side("comp_rl", "guided_success_before")).difference
             change = difference(side(variant, "guided_success_after"), side("comp_rl", "guided_success_after"))
             entry, _ = shown(ablations[ablations["variant"] == variant])
+            # a collapse ablation's one claim is its collapse count; its success row is context
+            context = "context: this ablation's claim is its collapse row" if direction == "collapse" else ""
             out.append(_line(f"ablation {variant}: held-out success with experience, minus comp_rl's", "lower",
-                             before, change[0], change, -1.0, entry, fmt="{:+.3f}"))
+                             before, change.difference, change, -1.0, entry, fmt="{:+.3f}", untested=context))
             if direction == "collapse":
-                counts = [int(falls.loc[[name], "collapsed"].sum()) for name in (variant, "comp_rl")]
-                seeds = [len(falls.loc[[name]]) for name in (variant, "comp_rl")]
-                judged = ("reproduced" if counts[0] > counts[1] else "opposite" if counts[0] < counts[1]
-                          else "inconclusive (as many as comp_rl)")
-                out.append(f"| ablation {variant}: seeds collapsed (fell >= {COLLAPSE_FALL:g} below their best) | a "
-                           f"collapse | - | {counts[0]}/{seeds[0]} (comp_rl {counts[1]}/{seeds[1]}) | - | - | - | "
-                           f"{judged} |")
+                out.append(_collapse_line(variant, falls))
     latency = _read(root, "05_latency_analysis", "overhead.csv")
     if latency is not None and "rollout_ratio" in latency:
         out += _latency_claims(latency)
     return out if len(out) > len(HEADER) else ["No notebook results yet."]
 
 
+def _collapse_line(variant: str, falls: pd.DataFrame) -> str:
+    """The row of a collapse ablation (``falls``: :func:`comprl.kit.report.seed_collapse` indexed by variant): its
+    seeds collapsed against comp_rl's, judged by Fisher's exact two-sided test on the two counts, with the smallest
+    p-value the two seed counts can reach (3 against 3 seeds: 0.1, never significant)."""
+    counts = [int(falls.loc[[name], "collapsed"].sum()) for name in (variant, "comp_rl")]
+    seeds = [len(falls.loc[[name]]) for name in (variant, "comp_rl")]
+    p_value = fisher_exact([[counts[0], seeds[0] - counts[0]], [counts[1], seeds[1] - counts[1]]]).pvalue
+    floor = fisher_exact([[seeds[0], 0], [0, seeds[1]]]).pvalue
+    reading = f"Fisher's exact p = {p_value:.3f}"
+    if floor >= LEVEL:
+        reading += f"; at {seeds[0]} and {seeds[1]} seeds its smallest is {floor:.3f}: cannot reach significance"
+    if p_value < LEVEL:
+        judged = f"{'reproduced' if counts[0] > counts[1] else 'opposite'} ({reading})"
+    else:
+        judged = f"inconclusive ({reading})"
+    return (f"| ablation {variant}: seeds collapsed (fell >= {COLLAPSE_FALL:g} below their best) | a collapse | - | "
+            f"{counts[0]}/{seeds[0]} (comp_rl {counts[1]}/{seeds[1]}) | - | - | - | {judged} |")
+
+
 def _single_task_claims(single: pd.DataFrame) -> list[str]:
     """The single-task figures' ratios (comp_rl's success over the baseline's, the baseline's actions per episode
-    over comp_rl's), each read twice: comp_rl evaluated with its bank (the method as it is used, with how many
-    episodes were shown an entry) and without it (the actor alone). The paper's figures do not say which; the
-    baseline has no bank, so its side is the same in both."""
+    over comp_rl's). Each claim's one pre-declared comparison is comp_rl evaluated with its bank (the method as it
+    is used, with how many episodes were shown an entry); the paper's figures do not say which, and reading both
+    would give two chances at a verdict. The reading without the bank (the actor alone) is shown beneath as
+    context, never tested. The baseline has no bank, so its side is the same in both."""
     side = _sides(single, "method")
     entry, unguided = shown(single[single["method"] == "comp_rl"])
     out = []
     for column, reported, unit in (("success", paper.SINGLE_TASK_SPEEDUP, " success"),
                                    ("episode_length", paper.FEWER_ACTIONS["room"], " actions")):
         baseline = {when: side("baseline", f"{column}_{when}") for when in ("before", "after")}
-        for prefix, how, shown_here in (("guided_", "unguided (no entry shown)" if unguided else "with experience",
-                                         entry), ("", "without experience", "-")):
+        for prefix, how, shown_here, untested in (
+            ("guided_", "unguided (no entry shown)" if unguided else "with experience", entry,
+             "no entry shown" if unguided else ""),
+            ("", "without experience", "-", "context: the claim's one test is the row with its bank"),
+        ):
             comp_rl = {when: side("comp_rl", f"{prefix}{column}_{when}") for when in ("before", "after")}
             if column == "success":
                 ours, theirs, text = comp_rl, baseline, f"comp_rl {how} / baseline success"
@@ -172,7 +199,7 @@ def _single_task_claims(single: pd.DataFrame) -> list[str]:
             ratios = [_ratio(ours[when].mean(), theirs[when].mean()) for when in ("before", "after")]
             change = difference(ours["after"], theirs["after"])
             out.append(_line(f"single task Room: {text}", reported, ratios[0], ratios[1], change, reported - 1,
-                             shown_here, fmt="{:.2f}", unit="x", detect_unit=unit))
+                             shown_here, fmt="{:.2f}", unit="x", detect_unit=unit, untested=untested))
     return out
 
 
@@ -228,35 +255,38 @@ def _mixture_claims(frame: pd.DataFrame) -> list[str]:
                     continue
                 entry, unguided = shown(runs[runs["method"] == method])
                 reported = paper.TABLE_1_3_TASK[labels[0]]["avg"] - paper.TABLE_1_3_TASK[labels[1]]["avg"]
-                before = difference(side(method, "guided_success_before"), side(method, "success_before"), True)[0]
+                before = difference(side(method, "guided_success_before"), side(method, "success_before"),
+                                    True).difference
                 change = difference(side(method, "guided_success_after"), side(method, "success_after"), True)
                 out.append(_line(f"3-task Table 1, {method}: eval with experience minus without", reported, before,
-                                 change[0], change, reported, entry, fmt="{:+.3f}", unguided=unguided))
+                                 change.difference, change, reported, entry, fmt="{:+.3f}",
+                                 untested="no entry shown" if unguided else ""))
         if "comp_rl" in set(runs["method"]):
             entry, unguided = shown(runs[runs["method"] == "comp_rl"])
             # a task count the paper gives no number for is judged on the paper's direction (above the baseline)
             gain = paper.TASK_SCALING_GAIN.get(len(tasks))
-            before = difference(side("comp_rl", "guided_success_before"), base_before)[0]
+            before = difference(side("comp_rl", "guided_success_before"), base_before).difference
             change = difference(side("comp_rl", "guided_success_after"), base_after)
             how = "unguided (no entry shown)" if unguided else "with experience"
             count = f"{len(tasks)} task{'s' if len(tasks) > 1 else ''}"
             text = f"task scaling, {count} ({'+'.join(tasks)}): comp_rl {how} minus baseline"
-            scaling[len(tasks)] = _line(text, "higher" if gain is None else gain, before, change[0], change,
+            scaling[len(tasks)] = _line(text, "higher" if gain is None else gain, before, change.difference, change,
                                         1.0 if gain is None else gain, entry, fmt="{:+.3f}")
     return out + [scaling[n] for n in sorted(scaling)]
 
 
 def _line(
-    text: str, reported: Any, before: Any, ours: Any, change: tuple[float, float | None] | None,
+    text: str, reported: Any, before: Any, ours: Any, change: TComparison | None,
     paper_change: float | None, entry: str = "-", sd: Any = None, fmt: str = "{:.3f}", unit: str = "",
-    unguided: bool = False, detect_unit: str = "",
+    untested: str = "", detect_unit: str = "",
 ) -> str:
     """One row of :data:`HEADER`. ``reported``: the paper's number (or its words, as "lower"); ``before``/``ours``:
-    our number at step 0 and after training; ``change``: our difference of means behind the verdict and its
-    standard error (:func:`difference`); ``paper_change``: the paper's difference it is read against (None: no
-    verdict); ``entry``: :func:`shown`'s count; ``unguided``: the comparison is of an evaluation that showed no
-    entry with one that showed none either, so it tests nothing; ``detect_unit``: the unit of the detectable
-    difference where it is not the row's own (a ratio row is judged on the difference under it)."""
+    our number at step 0 and after training; ``change``: our difference of means behind the verdict, with its
+    standard error and df (:func:`difference`); ``paper_change``: the paper's difference it is read against (None:
+    no verdict); ``entry``: :func:`shown`'s count; ``untested``: why the row is no test where it is none (an
+    evaluation that showed no entry compared with one that showed none either; a reading other than the claim's
+    pre-declared comparison); ``detect_unit``: the unit of the detectable difference where it is not the row's own
+    (a ratio row is judged on the difference under it)."""
 
     def show(value: Any, form: str = fmt) -> str:
         if isinstance(value, str):
@@ -267,13 +297,13 @@ def _line(
     numbers = not any(v is None or isinstance(v, str) or pd.isna(v) for v in (reported, ours))
     delta = show(ours - reported, signed) if numbers else "-"
     spread = "" if sd is None or pd.isna(sd) else f" (sd {sd:.3f} over seeds)"
-    error = None if change is None else change[1]
-    detectable = "-" if error is None else f"{NOISE_ERRORS * error:.3f}{detect_unit}"
-    if unguided:
-        judged = "not a test (no entry shown)"
+    power = None if change is None else change.detectable
+    found = "-" if power is None else f"{power:.3f}{detect_unit}"
+    if untested:
+        judged = f"not a test ({untested})"
     else:
-        judged = "-" if change is None or paper_change is None else verdict(paper_change, change[0], error)
-    return (f"| {text} | {show(reported)} | {show(before)} | {show(ours)}{spread} | {delta} | {detectable} | {entry} "
+        judged = "-" if change is None or paper_change is None else verdict(paper_change, change)
+    return (f"| {text} | {show(reported)} | {show(before)} | {show(ours)}{spread} | {delta} | {found} | {entry} "
             f"| {judged} |")
 
 
@@ -283,8 +313,9 @@ def _latency_claims(latency: pd.DataFrame) -> list[str]:
     paper's claim is an absence (0.98-1.00x), so the verdict reads each interval against
     :data:`comprl.kit.latency.ASYNC_TARGET` (:func:`comprl.kit.latency.async_meets_target`): "reproduced" where
     every batch size's interval lies at or under it, "opposite" where one lies wholly above it (async measurably
-    slows the rollouts), else "inconclusive"; ``detectable`` is the widest interval's half-width. One round gives
-    no interval and no verdict."""
+    slows the rollouts), else "inconclusive"; ``detectable at 80% power`` is read off the widest interval: its
+    half-width over the critical t of ``rounds - 1`` df is its standard error. One round gives no interval and no
+    verdict."""
     from comprl.kit.latency import ASYNC_TARGET, async_meets_target
 
     rows = latency[latency["mode"] == "async"]
@@ -298,18 +329,15 @@ def _latency_claims(latency: pd.DataFrame) -> list[str]:
             for r in rows.itertuples()
         )
         text += f" (mean and 95% t interval over {rounds} rounds)"
-        detectable = f"{((rows['rollout_ratio_high'] - rows['rollout_ratio_low']) / 2).max():.2f}x"
+        half = float(((rows["rollout_ratio_high"] - rows["rollout_ratio_low"]) / 2).max())
+        found = f"{detectable(half / critical_t(rounds - 1), rounds - 1):.2f}x"
         judged = {True: "reproduced", False: f"opposite (an interval above {ASYNC_TARGET:g}x)",
                   None: f"inconclusive (an interval spans {ASYNC_TARGET:g}x)"}[async_meets_target(latency)]
     else:
         shown_ratios = f"{rows['rollout_ratio'].min():.2f}-{rows['rollout_ratio'].max():.2f}x (one round)"
-        detectable, judged = "-", "no verdict (one round)"
-    return [f"| {text} | 0.98-1.00x | - | {shown_ratios} | - | {detectable} | - | {judged} |"]
+        found, judged = "-", "no verdict (one round)"
+    return [f"| {text} | 0.98-1.00x | - | {shown_ratios} | - | {found} | - | {judged} |"]
 
-
-SIGN_TEST_LEVEL = 0.05
-"""The reference bank's guided and free passes differ only where an exact sign test on the episodes that one of them
-won alone gives a p-value below this. Source: comprl's (the usual 5%)."""
 
 DIAGNOSED = ("01_single_task", "03_extractor_size")
 """The notebooks that write ``extractor_diagnostics.csv`` (:func:`comprl.kit.report.extractor_diagnostics`)."""
@@ -319,33 +347,39 @@ def diagnostics(root: Path) -> list[str]:
     """Which side holds the method back, read directly (issue 46), in words and one table:
 
     - can the actor use good experience? notebook 01's ``reference_bank.csv``: the untrained actor on the same
-      held-out episodes free and guided by a bank of lessons from the task's expert; the two differ only where an
-      exact two-sided sign test on the episodes that one pass won alone gives p < :data:`SIGN_TEST_LEVEL` (paired
-      binary outcomes: McNemar's exact test);
+      held-out episodes free and guided by a bank of lessons from the task's expert; the two differ only where the
+      pre-declared test, the exact two-sided sign test on the episodes that one pass won alone (paired binary
+      outcomes: McNemar's exact test), gives p < :data:`comprl.kit.stats.LEVEL`. The line also gives the paired
+      difference and its SE (:func:`comprl.kit.stats.paired_from_discordant`; no t interval: with a handful of
+      discordant episodes its normal approximation does not hold, and the sign test is the one test), and where the
+      discordant episodes are too few for any outcome of them to reach significance, says so and the smallest p
+      they could give;
     - does the extractor write usable experience? per arm of :data:`DIAGNOSED`: its replies (valid, cut at the token
       cap, empty; tokens of a valid lesson, from ``extractor_diagnostics.csv``) and, during training, the success of
       the group's half shown an entry minus the other half's (``guided_minus_free``), averaged per seed and judged as
-      the claims are: beyond :data:`NOISE_ERRORS` standard errors over seeds, or inconclusive."""
-    from scipy import stats
-
+      the claims are: the paired t of the per-seed means against 0 (n - 1 df) at 5%, or inconclusive."""
     out: list[str] = []
     reference = _read(root, "01_single_task", "reference_bank.csv")
     for row in [] if reference is None else reference.itertuples():
-        alone = int(row.won_only_guided) + int(row.won_only_free)
-        p_value = stats.binomtest(int(row.won_only_guided), alone, 0.5).pvalue if alone else 1.0
-        if not alone:
+        pairs = paired_from_discordant(int(row.episodes), int(row.won_only_guided), int(row.won_only_free))
+        if not pairs.discordant:
             judged = "no episode told the two passes apart"
-        elif p_value < SIGN_TEST_LEVEL:
-            judged = "guided better" if row.won_only_guided > row.won_only_free else "guided worse"
+        elif pairs.sign_p < LEVEL:
+            judged = "guided better" if pairs.a_only > pairs.b_only else "guided worse"
+        elif pairs.smallest_sign_p >= LEVEL:
+            judged = (f"inconclusive: with {pairs.discordant} discordant episodes the smallest p the test can reach "
+                      f"is {pairs.smallest_sign_p:.3f}, so it cannot reach significance")
         else:
-            judged = f"inconclusive (p >= {SIGN_TEST_LEVEL:g})"
+            judged = f"inconclusive (p >= {LEVEL:g})"
+        error = f"SE {pairs.se:.3f}" if pairs.tested and pairs.se > 0 else pairs.note
+        paired = f"guided - free {pairs.difference:+.3f}, {error}"
         out.append(
             f"- **Can the actor use good experience?** `{row.env_id}`, the untrained actor on the same "
             f"{int(row.episodes)} held-out episodes: free {row.free_success:.3f} (95% Wilson {row.free_low:.3f}-"
             f"{row.free_high:.3f}), guided by the reference bank {row.guided_success:.3f} ({row.guided_low:.3f}-"
             f"{row.guided_high:.3f}; {int(row.guided_with_entry)} episodes shown an entry); {int(row.won_only_guided)} "
-            f"episodes won only guided, {int(row.won_only_free)} only free: exact sign test p = {p_value:.3f}, "
-            f"{judged}."
+            f"episodes won only guided, {int(row.won_only_free)} only free ({paired}): exact sign test p = "
+            f"{pairs.sign_p:.3f}, {judged}."
         )
     rows = []
     for notebook in DIAGNOSED:
@@ -359,14 +393,15 @@ def diagnostics(root: Path) -> list[str]:
             rows_of_arm = train[(train[key] == name) & (train["env_id"] == arm.env_id)]
             seeds = rows_of_arm.groupby("seed")["guided_minus_free"].mean().dropna()
             written, preambles = preamble_share(root / notebook / run for run in rows_of_arm["run"].unique())
-            error = float(seeds.std() / len(seeds) ** 0.5) if len(seeds) >= 2 else None
-            judged = verdict(1.0, float(seeds.mean()), error) if len(seeds) else "-"
-            judged = {"reproduced": "guided above free", "opposite": "guided below free"}.get(judged, judged)
+            gain = paired_comparison(seeds.to_numpy(), [0.0] * len(seeds))  # per seed, guided minus free
+            judged = verdict(1.0, gain) if len(seeds) else "-"
+            for word, reading in (("reproduced", "guided above free"), ("opposite", "guided below free")):
+                judged = judged.replace(word, reading, 1) if judged.startswith(word) else judged
             rows.append(
                 f"| {notebook} | {name} | {arm.env_id} | {len(seeds)} | {arm.valid:.3f} | {arm.cut:.3f} | "
                 f"{arm.empty:.3f} | {f'{preambles:.3f} of {written}' if written else '-'} | {arm.lesson_tokens:.1f} | "
                 f"{'-' if seeds.empty else f'{seeds.mean():+.3f}'} | "
-                f"{'-' if error is None else f'{NOISE_ERRORS * error:.3f}'} | {judged} |"
+                f"{'-' if gain.detectable is None else f'{gain.detectable:.3f}'} | {judged} |"
             )
     if rows:
         out += [
@@ -375,11 +410,11 @@ def diagnostics(root: Path) -> list[str]:
             "empty: shares of its replies; tokens of a valid lesson), the lessons it wrote into the bank that end "
             "with a colon (`preamble`: a label such as \"Task:\" whose lesson is not there, since a note stops at its "
             "first newline; valid all the same), and the success of each group's half shown an entry minus its free "
-            f"half's during training, averaged per seed (`guided - free`), with the difference {NOISE_ERRORS:g} "
-            "standard errors over seeds can detect:",
+            "half's during training, averaged per seed (`guided - free`), with the difference its seeds would find at "
+            f"{POWER:.0%} power (a paired t over seeds, n - 1 df):",
             "",
             "| notebook | arm | env_id | seeds | valid | cut | empty | preamble | lesson tokens | guided - free | "
-            "detectable | reading |",
+            "detectable at 80% power | reading |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
             *rows,
         ]
@@ -404,11 +439,11 @@ def collapse_table(root: Path) -> pd.DataFrame:
 
 
 def planned_power(runs: Mapping[str, Sequence[Any]]) -> list[str]:
-    """Per notebook (``runs``: its run configs), the smallest difference of held-out success that two of its arms
-    detect with their seeds and evaluation episodes: :func:`detectable_difference` at :data:`SEED_SD` and success
-    0.5. An arm is a config but for its seed; a notebook whose arms differ in seeds or episodes (01's diagnostic
-    methods run on fewer seeds) gives each design. 05's timing runs, which do not evaluate, are left out. Usable
-    before any run, from the planned configs."""
+    """Per notebook (``runs``: its run configs), the true difference of held-out success that two of its arms
+    detect at 80% power with their seeds and evaluation episodes: :func:`detectable_difference` at :data:`SEED_SD`
+    and success 0.5. An arm is a config but for its seed; a notebook whose arms differ in seeds or episodes (01's
+    diagnostic methods run on fewer seeds) gives each design. 05's timing runs, which do not evaluate, are left out.
+    Usable before any run, from the planned configs."""
     parts = []
     for notebook, configs in runs.items():
         arms: dict[str, tuple[set[int], int]] = {}
@@ -421,15 +456,15 @@ def planned_power(runs: Mapping[str, Sequence[Any]]) -> list[str]:
             parts.append(f"{notebook} " + ", ".join(_power(seeds, episodes) for seeds, episodes in designs))
     if not parts:
         return []
-    return [f"- power ({NOISE_ERRORS:g} SE of the difference of two arms' means, at a spread over seeds of "
-            f"{SEED_SD} and success 0.5): " + "; ".join(parts)]
+    return [f"- power (the true difference of two arms' means a two-sided {LEVEL:.0%} Welch t test finds at "
+            f"{POWER:.0%} power, at a spread over seeds of {SEED_SD} and success 0.5): " + "; ".join(parts)]
 
 
 def _power(seeds: int, episodes: int) -> str:
     """One design of :func:`planned_power`: its seeds and episodes, and what they detect."""
     if seeds < 2:
         return f"{seeds} seed x {episodes} held-out episodes per task: no spread over seeds, so no verdict"
-    return (f"{seeds} seeds x {episodes} held-out episodes per task detect a difference of "
+    return (f"{seeds} seeds x {episodes} held-out episodes per task detect at {POWER:.0%} power a difference of "
             f"{detectable_difference(SEED_SD, seeds, episodes):.3f}")
 
 

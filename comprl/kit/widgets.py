@@ -83,6 +83,19 @@ def _cell(value: Any) -> str:
     return html.escape(str(value))
 
 
+def _shown_title(title: str, content: str) -> str:
+    """The title as the HTML views show it beside its content: blank when the content begins with it, as a
+    note-style entry's title (its content's first words, :mod:`comprl.experience.extractor.prompts`) always does,
+    so that a reader does not read the same words twice."""
+    return "" if content.startswith(title) else title
+
+
+def _titles_shown(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (with title and content columns) with each title as :func:`_shown_title` shows it."""
+    titles = [_shown_title(t, c) for t, c in zip(frame["title"], frame["content"])]
+    return frame.assign(title=titles)
+
+
 EXPLORED = "a run folder, its bank.duckdb, a bundle or a compacted run"
 """What :class:`BankExplorer` opens, for its errors."""
 
@@ -312,7 +325,8 @@ class BankExplorer:
         note = f"<p>{len(table)} live entries at the end of step {step}"
         if len(table) > self.max_rows:
             note += f"; showing the newest {self.max_rows}"
-        return note + "</p>" + _SCROLL.format(_html_table(table.head(self.max_rows), ENTRY_TABLE_COLUMNS))
+        shown = _titles_shown(table.head(self.max_rows))
+        return note + "</p>" + _SCROLL.format(_html_table(shown, ENTRY_TABLE_COLUMNS))
 
     def changes_html(self, step_a: int, step_b: int) -> str:
         """The changes between two steps as three tables."""
@@ -323,7 +337,7 @@ class BankExplorer:
             ("removed", ["id", "title", "removed_by", "removed_step", "uses", "successes"]),
             ("changed", ["id", "title", "uses_before", "uses", "successes_before", "successes"]),
         ):
-            frame = diff[name]
+            frame = _titles_shown(diff[name]) if name == "added" else diff[name]
             parts.append(f"<h4>{name.capitalize()} ({len(frame)})</h4>" + _html_table(frame, columns))
         return _SCROLL.format("".join(parts))
 
@@ -332,7 +346,7 @@ class BankExplorer:
         info = self.provenance(entry_id)
         entry, created, removed = info["entry"], info["created"], info["removed"]
         lines = [
-            f"<h4>#{entry.id} {html.escape(entry.title)}</h4>",
+            f"<h4>#{entry.id} {html.escape(_shown_title(entry.title, entry.content))}</h4>",
             f"<pre>{html.escape(entry.content)}</pre>",
             f"<p>task {html.escape(entry.task)} · uses {entry.uses} · successes {entry.successes}"
             f" · created at step {entry.created_step}</p>",

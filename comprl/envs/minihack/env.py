@@ -7,7 +7,9 @@ Each comprl id wraps the MiniHack id of the same name (``comprl/X`` wraps ``Mini
   of the paper's tasks: the easiest Room, where a small model's learning shows within a laptop run);
 - comprl/MazeWalk-9x9-v0: find the stairs in a dark 9x9 maze;
 - comprl/KeyRoom-Dark-S5-v0: pick up the key, unlock and open the door, reach the stairs in the subroom;
-- comprl/River-Narrow-v0: push boulders into the river to cross it and reach the stairs.
+- comprl/River-Narrow-v0: push boulders into the river to cross it and reach the stairs;
+- comprl/Room-Dark-Fixed-5x5-v0 (comprl's, not a MiniHack id): MiniHack's dark 5x5 Room with the stairs fixed in the
+  south-east corner for every seed, a check of the machinery (`hidden`), not a task of the paper.
 
 Differences from the raw MiniHack envs, all deliberate:
 
@@ -40,7 +42,7 @@ import numpy as np
 try:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
-        from minihack import MiniHack  # Importing minihack also registers the MiniHack-* gymnasium ids.
+        from minihack import LevelGenerator, MiniHack  # Importing minihack also registers the MiniHack-* ids.
         from minihack import wiki as minihack_wiki
         from nle import nethack
 except ImportError as error:
@@ -58,6 +60,7 @@ if getattr(minihack_wiki, "import_error", None) is not None:
     minihack_wiki.import_error.__traceback__ = None
 
 from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN, DEFAULT_MAX_TURNS, GameStep, TextEnv
+from comprl.envs.minihack import hidden
 from comprl.envs.minihack.official_view import OFFICIAL_KEYS_MAZE, OFFICIAL_KEYS_ROOM, official_text
 from comprl.envs.minihack.text import message_text, render_screen
 
@@ -111,6 +114,17 @@ class MiniHackTask:
     official_keys: tuple[str, ...] = OFFICIAL_KEYS_ROOM
     """The NLE observation keys the official view shows (see `official_view`): the official config's for Room and
     MazeWalk; KeyRoom, River and the lit Room have no official config and take the Room one's."""
+    des_file: str | None = None
+    """The level in NetHack's des-file language, for a task of comprl's own (`minihack_id` is then MiniHack's
+    custom navigation id, which builds the level from it); None for a MiniHack task, whose id builds its level."""
+
+
+def _fixed_stairs_room() -> str:
+    """MiniHack's dark 5x5 Room (as MiniHack-Room-Dark-5x5-v0 builds it) with the stairs on `hidden.FIXED_STAIRS`
+    instead of a random square; the player's start is left to the game, which draws a floor square per seed."""
+    level = LevelGenerator(w=hidden.ROOM_SIZE, h=hidden.ROOM_SIZE, lit=False)
+    level.add_goal_pos(hidden.FIXED_STAIRS)
+    return level.get_des()
 
 
 TASKS: Mapping[str, MiniHackTask] = MappingProxyType(
@@ -142,9 +156,14 @@ TASKS: Mapping[str, MiniHackTask] = MappingProxyType(
             "Reach the stairs down (>) on the far side of a river of water (}). You cannot swim: walk into a "
             "boulder (`) to push it, and push boulders into the water to fill it and make a crossing.",
         ),
+        "room-dark-fixed": MiniHackTask(
+            "MiniHack-Navigation-Custom-v0",
+            "Reach the stairs down (>) in a dark 5x5 room. You only see the squares next to you, so explore.",
+            des_file=_fixed_stairs_room(),
+        ),
     }
 )
-"""The tasks by short name (the names used in the paper's tables: Room, Maze, KeyRoom, River)."""
+"""The tasks by short name (the names used in the paper's tables: Room, Maze, KeyRoom, River; and comprl's own)."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +188,7 @@ class MiniHackTextEnv(TextEnv):
     """A MiniHack task as a text environment; see the module docstring for the differences from MiniHack."""
 
     def __init__(self, task: str, max_turns: int = DEFAULT_MAX_TURNS, view: str = "full") -> None:
-        """Create the env for `task`, one of `TASKS` ("room", "maze", "keyroom", "river").
+        """Create the env for `task`, one of `TASKS` ("room", "room-lit", "maze", "keyroom", "river", ...).
 
         `view` is one of `VIEWS`:
 
@@ -193,12 +212,14 @@ class MiniHackTextEnv(TextEnv):
         self._nle_actions = (*DIRECTIONS.values(), *pick_up, nethack.Command.ESC)
         # chars_crop and screen_descriptions cost MiniHack a copy per step: requested only for the official view
         self._official_keys = self.task.official_keys if view == "official" else ()
+        level = {} if self.task.des_file is None else {"des_file": self.task.des_file}
         game = gymnasium.make(
             self.task.minihack_id,
             observation_keys=tuple(dict.fromkeys(_VIEW_KEYS + self._official_keys)),
             actions=self._nle_actions,
             max_episode_steps=GAME_STEPS_PER_TURN * max_turns,
             disable_env_checker=True,
+            **level,
         )
         self._game = cast(MiniHack, game.unwrapped)
         self._action_words = tuple(DIRECTIONS)

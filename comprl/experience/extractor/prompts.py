@@ -39,10 +39,23 @@ Two answer styles (:data:`STYLES`):
   skipped. An answer needs no brackets, quotes or escapes: keywords, digits, the ``::`` separator and plain text.
 
 * ``"note"`` (ours, for models too small for any operation grammar, such as SmolLM2-135M, which writes no
-  valid answer in either style above): the reply is ONE lesson written as plain text. Its first line is the
-  content (leading blank lines and a ``Lesson:`` label are dropped) and its first words the title. A
-  distillation note is one ``add``; a merge note replaces the whole chunk (one ``merge`` of every entry shown).
-  Nothing else is expressible, so validation reduces to the text checks (empty, oversize, bad characters).
+  valid answer in either style above): the reply is ONE lesson written as plain text. A distillation note is one
+  ``add``; a merge note replaces the whole chunk (one ``merge`` of every entry shown). Nothing else is
+  expressible, so validation reduces to the text checks (empty, oversize, bad characters) and one more: a
+  label is not a lesson. How a note is read:
+
+  - a **label line** is a line whose last visible character is a colon ("Task:", "Objective:", "Here is the
+    lesson:", "The actions are:"): it announces what follows and says nothing by itself;
+  - a **preamble** is a label line that speaks of the reply rather than the task: it names a lesson or advice
+    ("Lesson:", "Sure. Here is the lesson:") or opens with an assent or "here" ("Sure, here it is:");
+  - the **lesson line** is the first non-blank line that is not a label line; a ``Lesson:`` or ``Advice:``
+    label at its start is dropped.
+
+  The content is the label lines before the lesson line, preambles left out, joined with it by spaces ("Task:" then
+  "Reach the stairs." is stored as "Task: Reach the stairs."); its first words are the title. A reply of label lines
+  alone is rejected as ``label_only``; later lines are ignored. SmolLM2-135M often puts a label on a line of its
+  own, so a note's generation stops only at a line break that ends a line other than a label (:data:`NOTE_STOP`),
+  leaving the lesson line room to come.
 
 In the json and lines styles op names are matched case-insensitively. Titles and contents are kept verbatim apart from
 stripping surrounding whitespace (in the JSON style, after JSON decoding).
@@ -78,6 +91,8 @@ __all__ = [
     "parse_distill",
     "parse_merge",
     "to_writes",
+    "NOTE_STOP",
+    "reply_stop",
 ]
 
 """Answer styles: "json" (the paper's operation list), "lines" (one compact line per operation) and "note" (one
@@ -109,8 +124,18 @@ REJECTION_REASONS: tuple[str, ...] = (
     "empty_text",  # a title or content that is empty after stripping whitespace
     "oversize_text",  # a title or content over its character limit
     "bad_text",  # a NUL character or lone surrogate in a text, or a title spanning several lines
+    "label_only",  # note style: the reply holds label lines ("Task:") and no line of lesson after them
 )
 """Why an extractor answer was rejected; :attr:`Parsed.reason` is always one of these (or None when valid)."""
+
+NOTE_STOP: tuple[str, ...] = tuple(f"{c}\n" for c in map(chr, range(0x21, 0x7F)) if c != ":")
+"""Stop strings of a note-style reply: every visible ASCII character but the colon, then a line break. Ours
+(issue 68): the engines stop at a fixed string (kept in the reply), so "the first line break after a line that is
+not a label" is spelled as all its ASCII endings. A label line ("Task:") or a blank line goes on to the next line,
+and the reply ends right after the lesson line, so the extractor is not trained on text that no lesson keeps. A
+lesson line that ends in a space or a non-ASCII character runs on to the next such break or to ``max_new_tokens``;
+the parser reads the same lesson either way. The old stop, the first line break of any kind, cut the reply
+right after its label: 44% of the lessons in notebook 01's committed comp_rl banks were a bare label."""
 
 _ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
@@ -119,6 +144,10 @@ _INDEX_LIST = re.compile(r"[0-9]+(?:,[0-9]+)*")
 _MAX_INDEX_DIGITS = 9
 """Longer digit runs in the lines style are rejected as out of range before being turned into an int."""
 _SEPARATOR = "::"
+_LESSON_LABEL = re.compile(r"(?:advice|lesson)\s*:\s*", re.IGNORECASE)
+"""A ``Lesson:`` or ``Advice:`` label at the start of a note's lesson line, dropped."""
+_PREAMBLE = re.compile(r"\b(?:lessons?|advice)\b|^(?:sure|okay|ok|certainly|of course|here)\b", re.IGNORECASE)
+"""A label line that speaks of the reply itself (module docstring): left out of the lesson."""
 _CUT_MARK = "\n[... {n} characters cut ...]\n"
 _MIN_TRANSCRIPT_CHARS = 200
 _SNIPPET_CHARS = 60
@@ -481,12 +510,36 @@ def _parse(text: str, n: int, fmt: ExtractorFormat, allowed: tuple[str, ...], ma
     return Parsed(operations=operations)
 
 
+def reply_stop(fmt: ExtractorFormat) -> tuple[str, ...]:
+    """The stop strings that end an extractor reply in ``fmt``'s style: :data:`NOTE_STOP` for a note, the closing
+    answer tag otherwise."""
+    return NOTE_STOP if fmt.style == "note" else ("</answer>",)
+
+
+def _note_text(text: str) -> str:
+    """The lesson a note-style reply holds (module docstring): the label lines before its first lesson line,
+    preambles left out, joined with that line by spaces; "" when the reply is blank. Raises :class:`_Rejected`
+    (``label_only``) for a reply of label lines alone."""
+    labels: list[str] = []
+    seen_label = False
+    for line in (line.strip() for line in text.split("\n")):
+        if not line:
+            continue
+        if line.endswith(":"):
+            seen_label = True
+            if not _PREAMBLE.search(line):
+                labels.append(line)
+            continue
+        label = _LESSON_LABEL.match(line)
+        return " ".join([*labels, line[label.end() :] if label else line])
+    if seen_label:
+        raise _Rejected("label_only", f"the reply holds only label lines, no lesson after them: {_snippet(text)}")
+    return ""
+
+
 def _note_operation(text: str, n: int, allowed: tuple[str, ...], fmt: ExtractorFormat) -> Operation:
-    """A note: its first line (without a ``Lesson:`` label) is the content, its first words the title."""
-    content = text.strip()
-    if content[:7].lower() == "lesson:":
-        content = content[7:].strip()
-    content = content.split("\n", 1)[0].strip()
+    """A note: its lesson (:func:`_note_text`) is the content, its first words the title."""
+    content = _note_text(text)
     title = " ".join(content.split()[:NOTE_TITLE_WORDS])[: fmt.max_title_chars].strip()
     if allowed == DISTILL_OPS:
         return _checked(Operation("add", (), title, content), 0, n, fmt)
@@ -678,9 +731,6 @@ def to_writes(parsed: Parsed, ids: Sequence[int]) -> list[Write]:
 # --------------------------------------------------------------------------------------------------------------
 
 
-_ADVICE_LABEL = re.compile(r"(?:advice|lesson)\s*:", re.IGNORECASE)
-
-
 def _refine_system(fmt: ExtractorFormat) -> str:
     task = (
         "An agent playing a text task stopped to ask a question, and the closest lesson in its bank is shown. "
@@ -739,19 +789,17 @@ def parse_refine(text: str, fmt: ExtractorFormat) -> str | None:
     """The advice of a :func:`refine_messages` answer, or None when the answer is rejected.
 
     json style: the last ``<answer>`` block must hold a JSON object whose only field is a string ``content``;
-    lines style: the advice is the text of the last ``<answer>`` block; note style: the first line of the reply,
-    without an ``Advice:`` or ``Lesson:`` label. The advice, stripped of surrounding whitespace, must be
-    non-empty, at most ``fmt.max_content_chars`` long and free of NUL characters and lone surrogates, the checks
-    an entry's content passes. Never raises on any string; a non-string is a programming error (ValueError).
+    lines style: the advice is the text of the last ``<answer>`` block; note style: the reply read as a note's
+    content is (module docstring; a reply of labels alone is rejected). The advice, stripped of surrounding
+    whitespace, must be non-empty, at most ``fmt.max_content_chars`` long and free of NUL characters and lone
+    surrogates, the checks an entry's content passes. Never raises on any string; a non-string is a programming
+    error (ValueError).
     """
     if not isinstance(text, str):
         raise ValueError(f"extractor output must be a str, got {type(text).__name__}")
     try:
         if fmt.style == "note":
-            advice = text.strip()
-            label = _ADVICE_LABEL.match(advice)
-            advice = advice[label.end() :] if label else advice
-            advice = advice.strip().split("\n", 1)[0]
+            advice = _note_text(text)
         elif fmt.style == "lines":
             advice = _answer_block(text)
         else:

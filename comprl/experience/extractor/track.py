@@ -36,6 +36,7 @@ from comprl.experience.extractor.prompts import (
     parse_merge,
     parse_refine,
     refine_messages,
+    reply_stop,
     to_writes,
 )
 from comprl.llm.choice import ReplyChoices
@@ -143,9 +144,9 @@ class ExperienceTrack:
         self.task = task
         self.format = ExtractorFormat(style=config.style)
         self.chat = ChatFormat.from_tokenizer(engine.tokenizer)
-        # a note is one line; the other styles end with their answer block
-        stop = ("\n",) if config.style == "note" else ("</answer>",)
-        self.sampling = SamplingParams(max_new_tokens=config.max_new_tokens, temperature=config.temperature, stop=stop)
+        self.sampling = SamplingParams(
+            max_new_tokens=config.max_new_tokens, temperature=config.temperature, stop=reply_stop(self.format)
+        )
         self.stats = TrackStats()
         self._grammars: dict[tuple[str, ...], ReplyChoices] = {}
 

@@ -1,0 +1,330 @@
+"""The mechanism check (issue 68): can experience matter at a laptop's scale, and does the pipeline show it?
+
+The paper's tasks at the cpu profile's scale cannot show the mechanism: on the lit Room the observation already says
+where the stairs are, so nothing one episode learns is missing from the next one's. The vault tasks
+(:mod:`comprl.envs.vault`) hold knowledge that persists across episodes and is absent from the observation (each
+vault's secret moves), and that a lesson can state in words the actor can copy. They check the machinery; they are
+not tasks of the paper.
+
+**Stage A** (:func:`stage_a`, no training, minutes): the untrained actor plays the same held-out episodes free and
+guided by three banks of one lesson per vault, each in the same words: the right moves (``correct``), the opposite
+moves (``wrong``), and a sentence that names the vault but no move (``garbage``). Each guided pass is compared with
+the free pass on the same episodes (:func:`comprl.kit.stats.paired_comparison`), which is the one pre-declared
+comparison per lesson kind: correct above free, wrong below free, garbage within noise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from comprl.config import ExperimentConfig, make_config
+from comprl.envs import lesson_states_secret
+from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN
+from comprl.envs.minihack.hidden import TURN_CAP
+from comprl.envs.vault import VAULT_IDS, secret_of, vault_of
+from comprl.kit.reference_bank import write_lesson_bank
+from comprl.kit.stats import paired_comparison, welch_comparison
+
+if TYPE_CHECKING:  # the guidance module loads torch; notebook plans and `comprl reproduce --dry-run` do not
+    from comprl.kit.guidance import Passes
+
+LESSON_KINDS: tuple[str, ...] = ("correct", "wrong", "garbage")
+"""Stage A's banks, in the order they are played: one lesson per vault, stating its secret, the opposite moves,
+or no move at all."""
+
+ORIGIN = "mechanism"
+"""The origin (and source prefix) of Stage A's lessons in their banks."""
+
+COMPASS = ("north", "northeast", "east", "southeast", "south", "southwest", "west", "northwest")
+"""The eight moves in compass order: the opposite of a move is four places on."""
+
+STAGE_A_EPISODES = 256
+"""Held-out episodes per pass in Stage A (issue 68: at least 256 paired episodes)."""
+
+FAMILY_SIZE = 8
+"""Vaults per vault id; the seed picks the vault (seed mod 8), so seeds 0..7 name them all."""
+
+
+VAULT = "comprl/Vault-v0"
+"""The task of the mechanism check: 8 vaults, each opened by one secret move of 8 (free success 1/8)."""
+
+ROOM_FIXED = "comprl/Room-Dark-Fixed-5x5-v0"
+"""The MiniHack variant: a dark room whose stairs always stand in its south-east corner."""
+
+TASK_SETTINGS: dict[str, dict[str, Any]] = {
+    **{env_id: {"max_turns": len(secret_of(env_id, vault_of(env_id, 0)))} for env_id in VAULT_IDS},
+    ROOM_FIXED: {"max_turns": TURN_CAP, "env_options": {ROOM_FIXED: {"view": "brief"}}},
+}
+"""Per task of the check: the turn cap (a vault's code length: one wrong move seals it anyway, and a turn more
+would only let an invalid reply be retried; the Room's cap from :data:`comprl.envs.minihack.hidden.TURN_CAP`) and
+env options (the Room in the cpu profile's brief view)."""
+
+MECHANISM_SETTINGS: dict[str, dict[str, Any]] = {
+    # a couple of steps of the tiny random models: every code path of notebook 07 in CI
+    "smoke": {"env_id": VAULT, "steps": 2, "eval_episodes": 8},
+    # SmolLM2-135M on the vault task, sized for the notebook's two hours on 2 cores: 2 vaults x 8 rollouts a step
+    # (halves of 4 with experience, as the cpu profile), every trajectory distilled (a success is rare, 1 in 8 at
+    # first, and it is the only one that holds the secret), temperature 1 (the cpu profile's 2.0 spreads the
+    # Room's moves; here the moves are already near chance and 2.0 would wash out what a lesson says), 64
+    # held-out episodes, 8 per vault
+    "cpu": {
+        "env_id": VAULT, "steps": 16, "batch_instances": 2, "group_size": 8, "eval_episodes": 64,
+        "rollout.temperature": 1.0, "extractor.distill_per_step": 0,
+    },
+}
+"""The mechanism check's settings per profile, over the profile's own (:func:`mechanism_config`)."""
+
+STAGE_B_ARMS: dict[str, dict[str, Any]] = {
+    "baseline": {"method": "baseline"},
+    "scripted": {"method": "comp_rl", "extractor.model": "scripted"},
+    "learned": {"method": "comp_rl"},
+    "learned_grammar": {"method": "comp_rl", "extractor.lesson_grammar": True},
+}
+"""Stage B's arms: GRPO alone; Complementary RL with the scripted extractor (the positive control: it writes the
+literal winning move of each successful episode, so credit, bank, retrieval and warm-up are checked end to end
+with lessons known to be right); with the profile's learned extractor, free text and under the lesson grammar."""
+
+
+def mechanism_config(profile: str, env_id: str | None = None, **overrides: Any) -> ExperimentConfig:
+    """``profile``'s config with the mechanism settings of :data:`MECHANISM_SETTINGS` and the task's of
+    :data:`TASK_SETTINGS`, then ``overrides`` (``None`` values keep the settings'); ``env_id`` another task of the
+    check (e.g. ``comprl/Vault-Code-v0``)."""
+    if profile not in MECHANISM_SETTINGS:
+        raise ValueError(f"profile {profile!r} has no mechanism settings; accepted: {', '.join(MECHANISM_SETTINGS)}")
+    given = {k: v for k, v in {"env_id": env_id, **overrides}.items() if v is not None}
+    task = given.get("env_id", MECHANISM_SETTINGS[profile]["env_id"])
+    return make_config(profile, **{**MECHANISM_SETTINGS[profile], **TASK_SETTINGS.get(task, {}), **given})
+
+
+def vaults(env_id: str) -> list[str]:
+    """The vaults of a vault id, in the order seeds 0, 1, ... meet them."""
+    return [vault_of(env_id, seed) for seed in range(FAMILY_SIZE)]
+
+
+def opposite(move: str) -> str:
+    """The compass move opposite `move` (always a wrong move of a vault whose secret is `move`)."""
+    return COMPASS[(COMPASS.index(move) + 4) % len(COMPASS)]
+
+
+def vault_lesson(vault: str, kind: str, secret: tuple[str, ...]) -> tuple[str, str]:
+    """The (title, content) of one Stage A lesson about `vault`, of `kind` (:data:`LESSON_KINDS`): the moves
+    written as the actor writes its replies (``<answer>MOVE</answer>``), which a small actor copies."""
+    if kind not in LESSON_KINDS:
+        raise ValueError(f"lesson kind {kind!r}; accepted: {', '.join(LESSON_KINDS)}")
+    title = f"Vault {vault}"
+    if kind == "garbage":
+        return title, f"Vault {vault} is one of the vaults here; stay calm and take your time before you move."
+    moves = secret if kind == "correct" else tuple(opposite(m) for m in secret)
+    said = " then ".join(f"{ANSWER_OPEN}{m}{ANSWER_CLOSE}" for m in moves)
+    return title, f"Vault {vault} opens with {said}."
+
+
+def room_lesson(kind: str) -> tuple[str, str]:
+    """The (title, content) of one Stage A lesson about the fixed dark Room (:mod:`comprl.envs.minihack.hidden`),
+    of `kind`: where its stairs stand (the south-east corner), the opposite corner, or nothing."""
+    if kind not in LESSON_KINDS:
+        raise ValueError(f"lesson kind {kind!r}; accepted: {', '.join(LESSON_KINDS)}")
+    title = "Stairs of the dark room"
+    if kind == "garbage":
+        return title, "This dark room is quiet; stay calm and take your time before you move."
+    corner = "south-east" if kind == "correct" else "north-west"
+    move = "southeast" if kind == "correct" else "northwest"
+    return title, (
+        f"The stairs down always stand in the room's {corner} corner: move {ANSWER_OPEN}{move}{ANSWER_CLOSE} "
+        "until the stone stops you, then along the wall to the corner."
+    )
+
+
+def stage_a_lessons(env_id: str, kind: str) -> list[tuple[str, str]]:
+    """Stage A's lessons of `kind` for `env_id`: one per vault of a vault id, one for the fixed dark Room."""
+    if env_id == ROOM_FIXED:
+        return [room_lesson(kind)]
+    if env_id not in VAULT_IDS:
+        raise ValueError(f"no Stage A lessons for {env_id!r}; accepted: {', '.join((*VAULT_IDS, ROOM_FIXED))}")
+    return [vault_lesson(v, kind, secret_of(env_id, v)) for v in vaults(env_id)]
+
+
+def write_stage_a_banks(folder: str | Path, env_id: str, config: ExperimentConfig) -> dict[str, Path]:
+    """One new bank per lesson kind under `folder` (``<kind>.duckdb``) holding :func:`stage_a_lessons`."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    banks = {}
+    for kind in LESSON_KINDS:
+        banks[kind] = folder / f"{kind}.duckdb"
+        write_lesson_bank(banks[kind], {env_id: stage_a_lessons(env_id, kind)}, config, f"{ORIGIN}-{kind}")
+    return banks
+
+
+def stage_a_config(
+    profile: str, env_id: str | None = None, episodes: int = STAGE_A_EPISODES, **overrides: Any
+) -> ExperimentConfig:
+    """The untrained actor of the mechanism settings of `profile` on `env_id`'s held-out seeds, every guided episode
+    answered (no warm-up gate), the extractor scripted (Stage A trains and writes nothing, so no extractor model
+    is loaded)."""
+    return mechanism_config(
+        profile, env_id=env_id, method="static", eval_episodes=episodes,
+        **{"experience.warmup": 0, "extractor.model": "scripted", **overrides},
+    )
+
+
+@dataclass
+class StageA:
+    """Stage A's passes and their comparison with the free pass."""
+
+    free: list
+    passes: dict[str, Passes]
+    table: pd.DataFrame
+    """One row per lesson kind: success free and guided, the paired difference with its SE, t, df, p and 95%
+    interval, the exact McNemar p, and the share of guided episodes shown the lesson of their own vault."""
+
+
+def stage_a(config: ExperimentConfig, folder: str | Path, progress: bool = False) -> StageA:
+    """Stage A on ``config``'s task (a vault id; :func:`stage_a_config`): write the three banks into `folder`,
+    play the free pass and one guided pass per bank, compare each with the free pass on the same episodes."""
+    from comprl.kit.guidance import guided_by_banks
+
+    env_id = config.env_id
+    banks = write_stage_a_banks(folder, env_id, config)
+    free, passes = guided_by_banks(config, banks, progress=progress)
+    rows = []
+    free_wins = [float(t.success) for t in free]
+    for kind, result in passes.items():
+        guided_wins = [float(t.success) for t in result.guided]
+        test = paired_comparison(guided_wins, free_wins)
+        shown = [t for t in result.guided if t.experience is not None]
+        own = [_own_lesson(env_id, t.seed, t.experience) for t in shown]
+        states = [bool(lesson_states_secret(env_id, t.seed, t.experience)) for t in shown]
+        rows.append({
+            "lesson": kind, "episodes": len(free), "free_success": sum(free_wins) / len(free),
+            "guided_success": sum(guided_wins) / len(guided_wins), **dataclasses.asdict(test),
+            "shown": len(shown), "shown_own_vault": _share(own), "shown_states_secret": _share(states),
+        })
+    return StageA(free, passes, pd.DataFrame(rows))
+
+
+def _own_lesson(env_id: str, seed: int, shown: str) -> bool:
+    """Whether the lesson shown to an episode of `seed` is about its own vault (always, on the one-lesson Room)."""
+    return env_id == ROOM_FIXED or shown.startswith(f"Vault {vault_of(env_id, seed)}\n")
+
+
+def _share(flags: list[bool]) -> float:
+    """The share of true flags (NaN for none)."""
+    return sum(flags) / len(flags) if flags else float("nan")
+
+
+READY = 0.8
+"""Training success a run must reach for ``steps_to_ready`` (issue 68: steps to reach 0.8)."""
+
+
+def stage_b_table(metrics: pd.DataFrame, arm_of: dict[str, str]) -> pd.DataFrame:
+    """One row per Stage B run (``arm_of``: run name -> arm): held-out success at step 0 and after the last step,
+    free and guided (NaN for an arm without experience); the last step's ``rule_recall_live`` and
+    ``rule_recall_shown`` (the step's guided rollouts shown an entry that states their own vault's secret); training
+    guided minus free averaged over the run's steps that had one; the first step whose training success reached
+    :data:`READY` (NaN: never)."""
+    rows = []
+    for run, frame in metrics.groupby("run", sort=False):
+        evals = frame[frame.phase == "eval"].sort_values("step")
+        train = frame[frame.phase == "train"].sort_values("step")
+        first, last = evals.iloc[0], evals.iloc[-1]
+        ready = train.loc[train.success_rate >= READY, "step"]
+        rows.append({
+            "arm": arm_of[run], "seed": int(first.seed), "run": run, "steps": int(last.step),
+            "free_step0": first.success_rate, "free_after": last.success_rate,
+            "guided_after": last.get("guided_success_rate", float("nan")),
+            "guided_minus_free_after": last.get("guided_success_rate", float("nan")) - last.success_rate,
+            "rule_recall_live": _last(train, "rule_recall_live"),
+            "rule_recall_shown": _last(train, "rule_recall_shown"),
+            "train_guided_minus_free": _mean(train, "guided_minus_free"),
+            "steps_to_ready": float(ready.iloc[0]) if len(ready) else float("nan"),
+        })
+    return pd.DataFrame(rows)
+
+
+def _last(frame: pd.DataFrame, column: str) -> float:
+    """The last non-missing value of ``column`` (NaN where the column or every value is missing)."""
+    values = frame[column].dropna() if column in frame else pd.Series(dtype=float)
+    return float(values.iloc[-1]) if len(values) else float("nan")
+
+
+def _mean(frame: pd.DataFrame, column: str) -> float:
+    """The mean of ``column`` over its non-missing values (NaN where there are none)."""
+    return float(frame[column].mean()) if column in frame else float("nan")
+
+
+def stage_b_claims(table: pd.DataFrame) -> pd.DataFrame:
+    """The pre-declared comparison of Stage B, one per arm with experience: its held-out success guided minus free
+    after training, over seeds, by Welch's t (:func:`comprl.kit.stats.welch_comparison`). For the scripted arm
+    this is the positive control: the pipeline must show an effect where the lessons are right by construction."""
+    rows = []
+    for arm, runs in table.groupby("arm", sort=False):
+        if runs["guided_after"].isna().all():
+            continue
+        test = welch_comparison(list(runs["guided_after"]), list(runs["free_after"]))
+        rows.append({"arm": arm, "seeds": len(runs), **dataclasses.asdict(test), "verdict": _verdict(test)})
+    return pd.DataFrame(rows)
+
+
+def _verdict(test: Any) -> str:
+    """"shown" where the 95% interval lies above 0, "shown against" below 0, else "inconclusive"; no verdict
+    without an interval (one seed, or no spread)."""
+    if test.low is None or test.high is None or test.se in (None, 0.0):
+        return "no verdict (no interval)"
+    if test.low > 0:
+        return "shown (guided above free)"
+    if test.high < 0:
+        return "shown against (guided below free)"
+    return "inconclusive (interval spans 0)"
+
+
+def plot_mechanism(metrics: pd.DataFrame, arm_of: dict[str, str]) -> Any:
+    """Rule recall (live bank, shown lessons) and training guided minus free per step: each seed a point, each arm
+    one colour (the same in every panel), its mean over seeds a line; the n of each point in the panel's title."""
+    import matplotlib.pyplot as plt
+
+    train = metrics[metrics.phase == "train"].assign(arm=lambda f: f.run.map(arm_of))
+    panels = [
+        ("rule_recall_live", "live lessons stating their vault's secret"),
+        ("rule_recall_shown", "shown lessons stating the episode's secret"),
+        ("guided_minus_free", "guided minus free success (training)"),
+    ]
+    arms = list(dict.fromkeys(arm_of.values()))
+    colours = dict(zip(arms, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8))
+    per_point = int(train["episodes"].median()) if "episodes" in train and len(train) else 0
+    for ax, (column, label) in zip(axes, panels):
+        for arm in arms:
+            rows = train[(train.arm == arm)]
+            if column not in rows or rows[column].isna().all():
+                continue
+            ax.scatter(rows.step, rows[column], s=12, alpha=0.5, color=colours[arm])
+            mean = rows.groupby("step")[column].mean()
+            ax.plot(mean.index, mean.values, color=colours[arm], label=f"{arm} ({rows.seed.nunique()} seeds)")
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("actor step")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.axhline(0, color="grey", lw=0.5)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"Stage B: each point one seed's step ({per_point} training episodes a step)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def final_lessons(runs: dict[tuple[Any, ...], Any]) -> pd.DataFrame:
+    """The live lessons of each Stage B run with a bank after its last step (``runs``: the plan's ``(arm, seed)``
+    -> run), with the bank explorer's ``states_secret`` (True/False, or missing where not judged)."""
+    from comprl.kit.widgets import BankExplorer
+
+    tables = []
+    for (arm, seed), run in runs.items():
+        if not run.config().uses_experience:
+            continue
+        with BankExplorer(run) as explorer:
+            tables.append(explorer.table(explorer.steps[1]).assign(arm=arm, seed=seed))
+    columns = ["arm", "seed", "id", "title", "content", "uses", "successes", "states_secret"]
+    return pd.concat(tables, ignore_index=True)[columns] if tables else pd.DataFrame(columns=columns)
