@@ -1,5 +1,6 @@
 """A label is not a lesson (issue 68): note-style replies of a label line alone ("Task:") are refused and counted by
-the experience track and never reach a real DuckDB bank; a label followed by its lesson is stored joined."""
+the experience track and never reach a real DuckDB bank; a label followed by its lesson is stored joined; the bank
+explorer shows a note's title, its content's first words, once."""
 
 from __future__ import annotations
 

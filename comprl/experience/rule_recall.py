@@ -55,16 +55,24 @@ class RuleRecall:
 
     def _judge(self, bank: ExperienceBank, entries: pd.DataFrame) -> None:
         """Judge ``entries`` (rows of :meth:`ExperienceBank.entries`) by the source of the operation that wrote
-        each (its first row in the operations log)."""
-        log = bank.operations()
-        written = log[log["entry_id"].isin(entries["id"])].drop_duplicates("entry_id")
-        sources = {int(i): s for i, s in zip(written["entry_id"], written["source"])}
-        for row in entries.itertuples():
-            source = sources.get(int(row.id))
-            match = _SEED_IN_SOURCE.search(source) if isinstance(source, str) else None
-            text = f"{row.title}\n{row.content}"
-            states = None if match is None else lesson_states_secret(row.task, int(match.group(1)), text)
-            self._verdicts[int(row.id)] = states
+        each."""
+        self._verdicts.update(secret_verdicts(entries, bank.operations()))
+
+
+def secret_verdicts(entries: pd.DataFrame, operations: pd.DataFrame) -> dict[int, bool | None]:
+    """Per entry id of ``entries`` (rows of :meth:`ExperienceBank.entries`, with ``task``, ``title`` and
+    ``content``): whether its text states the hidden fact of the seed its writing operation's source names (the
+    entry's first row in ``operations``, the bank's operations log); None where the source names no seed or the
+    task hides no fact."""
+    written = operations[operations["entry_id"].isin(entries["id"])].drop_duplicates("entry_id")
+    sources = {int(i): s for i, s in zip(written["entry_id"], written["source"])}
+    verdicts: dict[int, bool | None] = {}
+    for row in entries.itertuples():
+        source = sources.get(int(row.id))
+        match = _SEED_IN_SOURCE.search(source) if isinstance(source, str) else None
+        text = f"{row.title}\n{row.content}"
+        verdicts[int(row.id)] = None if match is None else lesson_states_secret(row.task, int(match.group(1)), text)
+    return verdicts
 
 
 def _shares(verdicts: list[bool]) -> dict[str, float]:

@@ -28,6 +28,7 @@ from comprl.envs.base import ANSWER_CLOSE, ANSWER_OPEN
 from comprl.envs.minihack.hidden import TURN_CAP
 from comprl.envs.vault import VAULT_IDS, secret_of, vault_of
 from comprl.kit.reference_bank import write_lesson_bank
+from comprl.kit.report import markdown_table
 from comprl.kit.stats import paired_comparison, welch_comparison
 
 if TYPE_CHECKING:  # the guidance module loads torch; notebook plans and `comprl reproduce --dry-run` do not
@@ -150,12 +151,15 @@ def stage_a_lessons(env_id: str, kind: str) -> list[tuple[str, str]]:
 
 
 def write_stage_a_banks(folder: str | Path, env_id: str, config: ExperimentConfig) -> dict[str, Path]:
-    """One new bank per lesson kind under `folder` (``<kind>.duckdb``) holding :func:`stage_a_lessons`."""
+    """One bank per lesson kind under `folder` (``<kind>.duckdb``) holding :func:`stage_a_lessons`, written anew
+    each time (a bank left by an interrupted Stage A is replaced: its lessons are the same)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     banks = {}
     for kind in LESSON_KINDS:
         banks[kind] = folder / f"{kind}.duckdb"
+        for stale in (banks[kind], banks[kind].with_name(f"{kind}.duckdb.wal")):
+            stale.unlink(missing_ok=True)
         write_lesson_bank(banks[kind], {env_id: stage_a_lessons(env_id, kind)}, config, f"{ORIGIN}-{kind}")
     return banks
 
@@ -328,3 +332,63 @@ def final_lessons(runs: dict[tuple[Any, ...], Any]) -> pd.DataFrame:
             tables.append(explorer.table(explorer.steps[1]).assign(arm=arm, seed=seed))
     columns = ["arm", "seed", "id", "title", "content", "uses", "successes", "states_secret"]
     return pd.concat(tables, ignore_index=True)[columns] if tables else pd.DataFrame(columns=columns)
+
+
+STAGE_A_EXPECTED = {"correct": "above", "wrong": "below", "garbage": "within noise"}
+"""Stage A's pre-declared reading of each bank against the free pass."""
+
+POSITIVE_CONTROL = "scripted"
+"""The Stage B arm whose effect must show for a null result of another arm to count."""
+
+
+def report_section(folder: str | Path) -> list[str]:
+    """REPORT.md's opening section, from the tables notebook 07 wrote into `folder`: Stage A per bank, whether
+    the positive control passed, Stage B's claims and rule recall per seed, the figure. Markdown lines."""
+    folder = Path(folder)
+    lines = ["## The mechanism check (notebook 07): would this pipeline show an effect where one exists?", ""]
+    if not folder.is_dir():
+        return [*lines, "Not run: no claim below can be told from a broken pipeline.", ""]
+    lines += [
+        "On the vault task (`comprl/Vault-v0`: each vault's secret move is fixed and never shown; a check of the "
+        "machinery, not a task of the paper), with this profile's actor.",
+        "",
+    ]
+    stage_a = folder / "stage_a.csv"
+    if stage_a.is_file():
+        lines += ["**Stage A** (the untrained actor, paired held-out episodes, guided minus free; paired t):", ""]
+        for row in pd.read_csv(stage_a).itertuples():
+            in_se = row.difference / row.se if row.se else float("nan")
+            lines.append(
+                f"- {row.lesson} lesson (expected {STAGE_A_EXPECTED[row.lesson]}): {row.guided_success:.3f} vs free "
+                f"{row.free_success:.3f} on {row.episodes} episodes, difference {row.difference:+.3f} "
+                f"[{row.low:+.3f}, {row.high:+.3f}] = {in_se:+.1f} SE, t({row.df:.0f}) p = {row.p:.3g}; "
+                f"shown its own vault's lesson {row.shown_own_vault:.2f}"
+            )
+        lines.append("")
+    claims = folder / "stage_b_claims.csv"
+    if claims.is_file():
+        frame = pd.read_csv(claims)
+        control = frame[frame.arm == POSITIVE_CONTROL]
+        if control.empty:
+            lines += ["**Positive control: not run** (no scripted arm).", ""]
+        else:
+            row = control.iloc[0]
+            passed = str(row.verdict).startswith("shown (")
+            lines += [
+                f"**Positive control: {'passed' if passed else 'FAILED'}.** The scripted extractor's held-out "
+                f"success guided minus free after training: {row.difference:+.3f} [{row.low:+.3f}, {row.high:+.3f}] "
+                f"over {row.seeds} seeds, Welch t({row.df:.1f}) p = {row.p:.3g}: {row.verdict}."
+                + ("" if passed else " The pipeline did not show an effect that exists, so no null result below "
+                   "counts."),
+                "",
+            ]
+        lines += ["Stage B, one pre-declared comparison per arm (held-out guided minus free after training, Welch):",
+                  "", markdown_table(frame), ""]
+    table = folder / "stage_b.csv"
+    if table.is_file():
+        columns = ["arm", "seed", "free_step0", "free_after", "guided_after", "rule_recall_live", "rule_recall_shown",
+                   "train_guided_minus_free", "steps_to_ready"]
+        lines += ["Per seed:", "", markdown_table(pd.read_csv(table)[columns]), ""]
+    for figure in sorted(folder.glob("mechanism.png")):
+        lines += [f"![mechanism]({figure.parent.parent.name}/{figure.parent.name}/{figure.name})", ""]
+    return lines

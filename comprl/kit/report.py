@@ -394,3 +394,13 @@ def _reply_diagnostics(rows: pd.DataFrame) -> dict[str, float]:
         "guided_minus_free": float(gains.mean()) if len(gains) else float("nan"),
         "guided_minus_free_steps": float(len(gains)),
     }
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    """A frame as a markdown pipe table, numbers to 3 decimals (pandas' own needs the optional tabulate)."""
+    cells = [
+        ["" if pd.isna(value) else str(value).replace("|", "\\|").replace("\n", " ") for value in row]
+        for row in table.round(3).itertuples(index=False)
+    ]
+    rows = [[str(column) for column in table.columns], ["---"] * len(table.columns), *cells]
+    return "\n".join("| " + " | ".join(row) + " |" for row in rows)

@@ -44,6 +44,7 @@ from comprl.kit.planner import (
     THROUGHPUT_DIR, Recorded, device_kind, find_throughputs, load_throughput, resource_plan,
 )
 from comprl.kit.plans import NOTEBOOK_PLANS
+from comprl.kit.report import markdown_table
 from comprl.kit.verdicts import COLLAPSE_FALL, claims, collapse_table, diagnostics, planned_power
 
 SEEDS = {"smoke": [0], "cpu": [0, 1, 2], "gpu": [0, 1, 2], "paper": [0, 1, 2]}
@@ -171,6 +172,12 @@ class Step:
     """profile -> the papermill parameters that choose the notebook's runs (seeds, mixtures...)."""
     folders: Callable[[Path], dict[str, Any]] = _no_params
     """results folder of the profile -> the papermill parameters that name folders in it."""
+    profiles: tuple[str, ...] | None = None
+    """The profiles whose reproduction runs this notebook (None: every profile)."""
+
+    def runs_on(self, profile: str) -> bool:
+        """Whether ``profile``'s reproduction runs this notebook."""
+        return self.profiles is None or profile in self.profiles
 
     def params(self, profile: str, root: Path) -> dict[str, Any]:
         """The papermill parameters of the notebook (:func:`reproduce` adds ``jobs`` and ``reuse`` where the
@@ -181,14 +188,21 @@ class Step:
         """The configs of the notebook's training runs in the reproduction (what ``--dry-run`` checks and plans):
         its plan from its default parameters and those of :attr:`choices`."""
         build = NOTEBOOK_PLANS.get(self.notebook)
-        if build is None:
+        if build is None or not self.runs_on(profile):
             return []
         values = {**notebook_defaults(self.notebook), **self.choices(profile), "profile": profile}
         taken = inspect.signature(build).parameters
         return list(build(**{key: value for key, value in values.items() if key in taken}).configs.values())
 
 
+MECHANISM = {"smoke": {"seeds": [0], "stage_a_episodes": 8}, "cpu": {"seeds": [0, 1, 2], "stage_a_episodes": 256}}
+"""Notebook 07's parameters per profile (issue 68): Stage A's paired held-out episodes (at least 256 at cpu, where a
+guided-minus-free difference of 4 standard errors is the target) and Stage B's seeds (3, the fewest for Welch's t
+over seeds). Profiles without mechanism settings (gpu, paper) leave the notebook out."""
+
+
 STEPS: tuple[Step, ...] = (
+    Step("07_mechanism", lambda profile: MECHANISM.get(profile, {}), profiles=tuple(MECHANISM)),
     Step("01_single_task", _single_task_choices),
     Step("02_multitask", lambda profile: {"seeds": _seeds(profile), **_mixture_choices(profile)}),
     Step("03_extractor_size", lambda profile: {"seeds": _seeds(profile)}),
@@ -199,7 +213,8 @@ STEPS: tuple[Step, ...] = (
     ),
     Step("06_bank_explorer", folders=lambda root: {"run_dir": str(root / "01_single_task" / "comp_rl_seed0")}),
 )
-"""The notebooks in dependency order (06 explores the bank of 01's comp_rl run)."""
+"""The notebooks in dependency order: 07 first, the mechanism check whose positive control says whether this
+pipeline can show an effect at all (the report opens with it); 06 explores the bank of 01's comp_rl run."""
 
 
 def notebook_defaults(notebook: str) -> dict[str, Any]:
@@ -230,6 +245,8 @@ def shrunk(params: dict[str, Any], takes: dict[str, Any]) -> dict[str, Any]:
         out["overrides"] = {**values["overrides"], "eval_episodes": CHECK_EPISODES}
     if values.get("reference_bank_episodes"):
         out["reference_bank_episodes"] = CHECK_EPISODES
+    if values.get("stage_a_episodes"):
+        out["stage_a_episodes"] = CHECK_EPISODES
     if "batch_sizes" in takes:
         out["batch_sizes"] = [min(values["batch_sizes"])]
     if "rounds" in takes:
@@ -272,6 +289,7 @@ def reproduce(
     steps = [  # those asked for, less those that finished before (unless forced)
         step for step in STEPS
         if (only is None or step.notebook in only) and (force or not done.get(step.notebook, {}).get("finished"))
+        and step.runs_on(profile)
     ]
     if missing := _missing_models(profile, steps):  # before hours of runs, not when the notebook gets there
         raise SystemExit(
@@ -491,7 +509,9 @@ def write_report(profile: str, results: Path) -> Path:
         (run.relative_to(root).parts[0], ExperimentConfig.from_dict(json.loads((run / "config.json").read_text())))
         for run in _run_folders(root, True)
     ]
-    unfinished = [step.notebook for step in STEPS if not times.get(step.notebook, {}).get("finished")]
+    unfinished = [
+        step.notebook for step in STEPS if step.runs_on(profile) and not times.get(step.notebook, {}).get("finished")
+    ]
     partial = [
         f"**Partial: the reproduction is under way.** Not finished: {', '.join(f'`{n}`' for n in unfinished)}. The "
         "claims below rest on the notebooks that finished, and on the finished runs of the others where their "
@@ -541,6 +561,8 @@ def write_report(profile: str, results: Path) -> Path:
         *_diagnostics(root),
     ]
     for step in STEPS:
+        if not step.runs_on(profile):
+            continue
         folder = root / step.notebook
         lines += [f"## {step.notebook}", ""]
         if not folder.is_dir():
@@ -552,7 +574,7 @@ def write_report(profile: str, results: Path) -> Path:
         for table in sorted(folder.glob("*.csv")):
             if table.name in ("metrics.csv", "bank.csv"):  # every step's row; the entries (06 shows them)
                 continue
-            lines += [f"`{table.name}`:", "", _markdown(pd.read_csv(table)), ""]
+            lines += [f"`{table.name}`:", "", markdown_table(pd.read_csv(table)), ""]
         for figure in sorted(folder.glob("*.png")):
             lines += [f"![{figure.stem}]({figure.relative_to(results).as_posix()})", ""]
     lines += ["## Setup", "", *_setup(profile, placed, times, _machines(root, True)), ""]
@@ -715,13 +737,13 @@ def _settings(placed: list[tuple[str, ExperimentConfig]], paper_config: Experime
                 where.setdefault(str(value(c)), set()).add(notebook.split("_")[0])
         ours = [f"{v} ({', '.join(sorted(n))})" if len(where) > 1 else v for v, n in where.items()]
         rows.append({"setting": name, "this reproduction": "; ".join(ours) or "-", "paper": value(paper_config)})
-    return [_markdown(pd.DataFrame(rows))]
+    return [markdown_table(pd.DataFrame(rows))]
 
 
 def _collapse(root: Path) -> list[str]:
     """Notebooks 01-04's seeds collapsed per method (:func:`comprl.kit.verdicts.collapse_table`)."""
     table = collapse_table(root)
-    return ["No training runs yet."] if table.empty else [_markdown(table)]
+    return ["No training runs yet."] if table.empty else [markdown_table(table)]
 
 
 def _diagnostics(root: Path) -> list[str]:
@@ -729,13 +751,3 @@ def _diagnostics(root: Path) -> list[str]:
     notebook 01 or 03 wrote what it reads."""
     found = diagnostics(root)
     return ["### Diagnostics: which side holds the method back", "", *found, ""] if found else []
-
-
-def _markdown(table: pd.DataFrame) -> str:
-    """A pipe table (pandas' own needs the optional tabulate)."""
-    cells = [
-        ["" if pd.isna(value) else str(value).replace("|", "\\|").replace("\n", " ") for value in row]
-        for row in table.round(3).itertuples(index=False)
-    ]
-    rows = [[str(column) for column in table.columns], ["---"] * len(table.columns), *cells]
-    return "\n".join("| " + " | ".join(row) + " |" for row in rows)

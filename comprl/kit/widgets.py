@@ -25,6 +25,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from comprl import duckdb_files
+from comprl.experience.rule_recall import secret_verdicts
 from comprl.experience.bank import BankFileError, Embedder, ExperienceBank
 from comprl.experience.bank.store import check_bank_file
 from comprl.kit.export import RecordedEmbedder, bank_from_bundle, is_bundle
@@ -222,8 +223,13 @@ class BankExplorer:
     # ---------------------------------------------------------------------------------------------------------
 
     def table(self, step: int) -> pd.DataFrame:
-        """The live entries at the end of ``step`` (rebuilt from the operations log), ordered by id."""
-        return self.bank.at_step(step)
+        """The live entries at the end of ``step`` (rebuilt from the operations log), ordered by id, with
+        ``states_secret``: on a task that hides a fact per instance (the vaults), whether the entry states the fact
+        of the episode it was written from (:func:`comprl.experience.rule_recall.secret_verdicts`; missing where
+        not judged: other tasks, merged entries)."""
+        table = self.bank.at_step(step)
+        verdicts = secret_verdicts(table, self._ops) if len(table) else {}
+        return table.assign(states_secret=pd.array([verdicts.get(int(i)) for i in table["id"]], dtype="boolean"))
 
     def changes(self, step_a: int, step_b: int) -> dict[str, pd.DataFrame]:
         """What changed in the live bank from the end of ``step_a`` to the end of ``step_b``.
@@ -497,7 +503,7 @@ def _log_row(rows: pd.DataFrame) -> dict[str, Any] | None:
         "origin": row["origin"],
         "source": row["source"],
         "task": row["task"],
-        "raw": row["raw"],
+        "raw": row["raw"] if isinstance(row["raw"], str) else None,  # a write with no reply logs NULL, read as NaN
         "batch": int(row["batch"]),
     }
 
