@@ -302,14 +302,34 @@ def test_the_paper_notebooks_defaults_and_the_reproductions_parameters_are_accep
             check_parameters(notebook, step.params(profile, tmp_path))
 
 
-def test_make_demos_command_gives_notebook_01_accepted_parameters_and_a_cpu_config_with_halves_of_4():
+def _make_command(target: str) -> tuple[str, dict]:
+    """The notebook and the papermill parameters of the ``comprl run`` line ``make -n <target>`` prints."""
     root = notebook_path("01_single_task").parent.parent
-    printed = subprocess.run(["make", "-n", "demo"], cwd=root, capture_output=True, text=True, check=True).stdout
+    printed = subprocess.run(["make", "-n", target], cwd=root, capture_output=True, text=True, check=True).stdout
     [command] = [line for line in printed.replace("\\\n", " ").splitlines() if "comprl run" in line]
     words = shlex.split(command)
-    assert words[words.index("run") + 1 :][:3] == ["01_single_task", "--profile", "cpu"]
+    assert words[words.index("run") + 2 : words.index("run") + 4] == ["--profile", "cpu"]
     params = {words[i + 1]: parse_value(words[i + 2]) for i, word in enumerate(words) if word == "-p"}
-    check_parameters(notebook_path("01_single_task"), params)
+    return words[words.index("run") + 1], params
+
+
+def test_make_demos_command_runs_notebook_07s_positive_control_with_accepted_parameters():
+    notebook, params = _make_command("demo")
+    assert notebook == "07_mechanism"
+    check_parameters(notebook_path(notebook), params)
+    assert list(params["arms"]) == ["scripted"] and params["stage_a_banks"] == ["correct"]
+    from comprl.kit.plans import mechanism
+
+    [config] = mechanism("cpu", params["arms"], steps=params["steps"], seeds=params["seeds"],
+                         overrides=params["overrides"]).configs.values()
+    assert config.extractor.model == "scripted" and config.env_id == "comprl/Vault-v0"
+    assert config.eval_episodes == params["stage_a_episodes"] >= 128  # n enough for an interval beyond the noise
+
+
+def test_make_demo_rooms_command_gives_notebook_01_accepted_parameters_and_a_cpu_config_with_halves_of_4():
+    notebook, params = _make_command("demo-room")
+    assert notebook == "01_single_task"
+    check_parameters(notebook_path(notebook), params)
     config = make_config("cpu", **params["overrides"])
     assert config.group_size == 8 and config.extractor.distill_per_step <= config.batch_instances * 8
     assert params["steps"] < config.steps and config.eval_episodes < PROFILES["cpu"].eval_episodes

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from comprl.envs import lesson_states_secret
-from comprl.envs.vault import VAULT_IDS, secret_of, vault_of
+from comprl.envs.vault import VAULT_IDS, secret_of
 from comprl.kit import mechanism
 from comprl.kit.cli import main
 from comprl.kit.plans import mechanism as mechanism_plan
@@ -64,7 +64,9 @@ def test_the_plan_runs_every_arm_per_seed_with_its_own_overrides():
     configs = plan.named()
     assert configs["baseline_seed1"].method == "baseline" and configs["scripted_seed1"].extractor.model == "scripted"
     assert configs["learned_grammar_seed0"].extractor.lesson_grammar
-    assert {c.env_id for c in configs.values()} == {mechanism.VAULT}
+    assert {c.env_id for n, c in configs.items() if not n.startswith("stream")} == {mechanism.VAULT}
+    stream = configs["stream_scripted_seed0"]  # test-time experience: vaults never trained on, the actor frozen
+    assert (stream.env_id, stream.method, stream.max_turns) == (mechanism.FRESH, "exp_only", 1)
     with pytest.raises(ValueError, match="letters, digits and underscores"):
         mechanism_plan("smoke", arms={"two words": {}})
 
@@ -138,7 +140,7 @@ def test_notebook_07_runs_stage_a_and_every_arm_and_writes_its_tables_and_figure
     stage_b = pd.read_csv(out / "stage_b.csv")
     assert sorted(stage_b.arm) == sorted(mechanism.STAGE_B_ARMS)
     claims = pd.read_csv(out / "stage_b_claims.csv")
-    assert sorted(claims.arm) == ["learned", "learned_grammar", "scripted"]  # every arm with a guided pass
+    assert sorted(claims.arm) == ["learned", "learned_grammar", "scripted", "stream_scripted"]  # those with a bank
     metrics = pd.read_csv(out / "metrics.csv")
     assert "rule_recall_live" in metrics and "rule_recall_shown" in metrics
     for name in ("mechanism.png", "mechanism.pdf", "lessons.csv", "07_mechanism.ipynb"):

@@ -170,6 +170,11 @@ def test_rule_recall_live_judges_the_entries_that_name_a_seed_against_that_seed(
         assert RuleRecall(("comprl/Room-Ultimate-5x5-v0",)).live(bank) == {}
         several = RuleRecall((VAULT, CODE)).live(bank)
         assert several["vault_rule_recall_live"] == 0.5 and math.isnan(several["vault_code_rule_recall_live"])
+    from comprl.kit.widgets import BankExplorer
+
+    with BankExplorer(tmp_path / "bank.duckdb") as explorer:  # the explorer marks the same verdicts per lesson
+        marked = explorer.table(1)["states_secret"].tolist()
+    assert marked[:2] == [True, False] and pd.isna(marked[2])
 
 
 def test_rule_recall_shown_judges_each_guided_rollout_shown_an_entry_against_its_own_seed():

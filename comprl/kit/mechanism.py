@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import pandas as pd
 
@@ -80,15 +80,25 @@ MECHANISM_SETTINGS: dict[str, dict[str, Any]] = {
 }
 """The mechanism check's settings per profile, over the profile's own (:func:`mechanism_config`)."""
 
+FRESH = "comprl/Vault-Fresh-v0"
+"""The test-time stream's task: vaults no arm trains on."""
+
 STAGE_B_ARMS: dict[str, dict[str, Any]] = {
     "baseline": {"method": "baseline"},
     "scripted": {"method": "comp_rl", "extractor.model": "scripted"},
     "learned": {"method": "comp_rl"},
     "learned_grammar": {"method": "comp_rl", "extractor.lesson_grammar": True},
+    "stream_scripted": {"method": "exp_only", "extractor.model": "scripted", "env_id": FRESH},
 }
 """Stage B's arms: GRPO alone; Complementary RL with the scripted extractor (the positive control: it writes the
 literal winning move of each successful episode, so credit, bank, retrieval and warm-up are checked end to end
-with lessons known to be right); with the profile's learned extractor, free text and under the lesson grammar."""
+with lessons known to be right); with the profile's learned extractor, free text and under the lesson grammar.
+``stream_scripted`` is test-time experience: a stream of episodes on vaults never trained on, the actor frozen
+(method ``exp_only``), the scripted extractor writing from the stream; its free half is what a frozen actor
+without experience does there (chance), its guided half what the stream's bank adds. Its actor is the untrained
+one, not comp_rl's trained actor: comprl cannot yet start a run from another run's actor (issue 68 asks for
+that comparison; left for later). A learned-extractor stream (``{"method": "exp_only", "env_id": FRESH}``) can
+be added as an arm; it is left out of the default for the notebook's two hours."""
 
 
 def mechanism_config(profile: str, env_id: str | None = None, **overrides: Any) -> ExperimentConfig:
@@ -150,13 +160,15 @@ def stage_a_lessons(env_id: str, kind: str) -> list[tuple[str, str]]:
     return [vault_lesson(v, kind, secret_of(env_id, v)) for v in vaults(env_id)]
 
 
-def write_stage_a_banks(folder: str | Path, env_id: str, config: ExperimentConfig) -> dict[str, Path]:
-    """One bank per lesson kind under `folder` (``<kind>.duckdb``) holding :func:`stage_a_lessons`, written anew
-    each time (a bank left by an interrupted Stage A is replaced: its lessons are the same)."""
+def write_stage_a_banks(
+    folder: str | Path, env_id: str, config: ExperimentConfig, kinds: Sequence[str] = LESSON_KINDS
+) -> dict[str, Path]:
+    """One bank per lesson kind of `kinds` under `folder` (``<kind>.duckdb``) holding :func:`stage_a_lessons`,
+    written anew each time (a bank left by an interrupted Stage A is replaced: its lessons are the same)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     banks = {}
-    for kind in LESSON_KINDS:
+    for kind in kinds:
         banks[kind] = folder / f"{kind}.duckdb"
         for stale in (banks[kind], banks[kind].with_name(f"{kind}.duckdb.wal")):
             stale.unlink(missing_ok=True)
@@ -187,13 +199,16 @@ class StageA:
     interval, the exact McNemar p, and the share of guided episodes shown the lesson of their own vault."""
 
 
-def stage_a(config: ExperimentConfig, folder: str | Path, progress: bool = False) -> StageA:
-    """Stage A on ``config``'s task (a vault id; :func:`stage_a_config`): write the three banks into `folder`,
-    play the free pass and one guided pass per bank, compare each with the free pass on the same episodes."""
+def stage_a(
+    config: ExperimentConfig, folder: str | Path, kinds: Sequence[str] = LESSON_KINDS, progress: bool = False
+) -> StageA:
+    """Stage A on ``config``'s task (a vault id or the fixed dark Room; :func:`stage_a_config`): write the banks
+    of `kinds` into `folder`, play the free pass and one guided pass per bank, compare each with the free pass on
+    the same episodes (the paired t is the test; the exact McNemar p is shown beside it)."""
     from comprl.kit.guidance import guided_by_banks
 
     env_id = config.env_id
-    banks = write_stage_a_banks(folder, env_id, config)
+    banks = write_stage_a_banks(folder, env_id, config, kinds)
     free, passes = guided_by_banks(config, banks, progress=progress)
     rows = []
     free_wins = [float(t.success) for t in free]
@@ -392,3 +407,29 @@ def report_section(folder: str | Path) -> list[str]:
     for figure in sorted(folder.glob("mechanism.png")):
         lines += [f"![mechanism]({figure.parent.parent.name}/{figure.parent.name}/{figure.name})", ""]
     return lines
+
+
+def plot_stage_a(table: pd.DataFrame) -> Any:
+    """Stage A at a glance: held-out success free and guided by each bank, each bar with its 95% Wilson interval
+    and its n, and the paired difference with its 95% interval written over each guided bar."""
+    import matplotlib.pyplot as plt
+
+    from comprl.kit.evaluate import wilson_interval
+
+    n = int(table["episodes"].iloc[0])
+    labels = ["free", *(f"{kind} lesson" for kind in table["lesson"])]
+    rates = [float(table["free_success"].iloc[0]), *table["guided_success"]]
+    intervals = [wilson_interval(round(rate * n), n) for rate in rates]
+    fig, ax = plt.subplots(figsize=(1.6 * len(labels) + 1, 3.6))
+    colours = ["#888888", *plt.rcParams["axes.prop_cycle"].by_key()["color"][: len(table)]]
+    ax.bar(labels, rates, color=colours, yerr=[[r - lo for r, (lo, _) in zip(rates, intervals)],
+                                               [hi - r for r, (_, hi) in zip(rates, intervals)]], capsize=4)
+    for i, row in enumerate(table.itertuples(), start=1):
+        ax.annotate(f"{row.difference:+.2f}\n[{row.low:+.2f}, {row.high:+.2f}]", (i, intervals[i][1]),
+                    ha="center", va="bottom", fontsize=8, xytext=(0, 3), textcoords="offset points")
+    ax.set_ylabel("held-out success")
+    ax.set_ylim(0, min(1.0, max(hi for _, hi in intervals) + 0.15))
+    ax.set_title(f"Stage A: the untrained actor, the same {n} held-out episodes per bar (95% Wilson intervals;"
+                 "\nover each guided bar: guided minus free, paired, with its 95% interval)", fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -156,8 +156,8 @@ def mechanism(
     seeds: Sequence[int] = (0,),
     overrides: Mapping[str, Any] | None = None,
 ) -> Plan:
-    """Notebook 07's Stage B: each arm (name -> its overrides, e.g. ``{"method": "baseline"}``; None: the
-    profile's, :data:`comprl.kit.mechanism.STAGE_B_ARMS`) on a vault task with the mechanism settings of
+    """Notebook 07's Stage B: each arm (name -> its overrides, e.g. ``{"method": "baseline"}``, an ``env_id`` of
+    its own for a stream; None: :data:`comprl.kit.mechanism.STAGE_B_ARMS`) on a vault task with the settings of
     ``profile`` (:func:`comprl.kit.mechanism.mechanism_config`), seed by seed. Keys ``(arm, seed)``, names
     ``arm_seedN`` (arm names: letters, digits and underscores)."""
     from comprl.kit.mechanism import STAGE_B_ARMS, mechanism_config
@@ -168,7 +168,7 @@ def mechanism(
             raise ValueError(f"arm name {name!r}: use letters, digits and underscores")
     configs = {
         (name, seed): mechanism_config(
-            profile, env_id=env_id, steps=steps, seed=seed, **{**(overrides or {}), **changes}
+            profile, **{"env_id": env_id, "steps": steps, "seed": seed, **(overrides or {}), **changes}
         )
         for seed in seeds for name, changes in arms.items()
     }

@@ -469,7 +469,7 @@ def write_lesson_bank(
     path = Path(path)
     if path.exists():
         raise FileExistsError(f"{path} exists; a lesson bank is written into a new file")
-    tokenizer = load_tokenizer(config.extractor.model if config.extractor.model != "scripted" else config.model)
+    tokenizer = load_tokenizer(config.model if config.extractor.scripted else config.extractor.model)
     for env_id, task_lessons in lessons.items():
         for title, content in task_lessons:
             length = lesson_tokens(tokenizer, title, content)
