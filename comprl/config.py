@@ -895,7 +895,9 @@ PROFILES: dict[str, ExperimentConfig] = {
         ),
         # The same 135M model as extractor. It follows neither operation grammar, so it writes one plain-text
         # lesson per call ("note" style); empty ones earn -1. Lessons of up to 128 tokens: 48 cut 28% of
-        # SmolLM2-135M's lessons and 44% of Gemma 3 270M's, 128 none of either (benchmarks/lesson_lengths.py).
+        # SmolLM2-135M's lessons and 44% of Gemma 3 270M's, 128 none of either (benchmarks/lesson_lengths.py, with
+        # a note stopped at its first newline; since issue 68 a note runs past label lines such as "Task:" to the
+        # line after, and 128 cut 13.5% of 96 SmolLM2 replies on the lit Room: benchmarks/label_lessons.py).
         # A small buffer so it trains within a short run; 4 of the 16 trajectories distilled per step. Merges every
         # 5 steps, the paper's interval (every 2 shrank the bank to 2-3 entries).
         extractor=ExtractorConfig(
