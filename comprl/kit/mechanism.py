@@ -89,6 +89,7 @@ STAGE_B_ARMS: dict[str, dict[str, Any]] = {
     "learned": {"method": "comp_rl"},
     "learned_grammar": {"method": "comp_rl", "extractor.lesson_grammar": True},
     "stream_scripted": {"method": "exp_only", "extractor.model": "scripted", "env_id": FRESH},
+    "scripted_top1": {"method": "comp_rl", "extractor.model": "scripted", "bank.candidates": 1},
 }
 """Stage B's arms: GRPO alone; Complementary RL with the scripted extractor (the positive control: it writes the
 literal winning move of each successful episode, so credit, bank, retrieval and warm-up are checked end to end
@@ -97,8 +98,12 @@ with lessons known to be right); with the profile's learned extractor, free text
 (method ``exp_only``), the scripted extractor writing from the stream; its free half is what a frozen actor
 without experience does there (chance), its guided half what the stream's bank adds. Its actor is the untrained
 one, not comp_rl's trained actor: comprl cannot yet start a run from another run's actor (issue 68 asks for
-that comparison; left for later). A learned-extractor stream (``{"method": "exp_only", "env_id": FRESH}``) can
-be added as an arm; it is left out of the default for the notebook's two hours."""
+that comparison; left for later). ``scripted_top1`` is the scripted arm with each guided episode shown its single
+nearest lesson (``bank.candidates=1``: the re-ranking's popularity, recency and dropout terms have nothing to
+choose among), added after the first two seeds of ``scripted`` showed guided episodes often shown another vault's
+lesson (``rule_recall_shown``): a diagnosis of the retrieval protocol, not the pre-declared control. A
+learned-extractor stream (``{"method": "exp_only", "env_id": FRESH}``) can be added as an arm; it is left out of
+the default for the notebook's two hours."""
 
 
 def mechanism_config(profile: str, env_id: str | None = None, **overrides: Any) -> ExperimentConfig:
