@@ -94,7 +94,7 @@ def test_dry_run_puts_plan_floor_and_actual_side_by_side(tmp_path, cpu_measureme
     }))
     printed = reproduce.dry_run("smoke", throughput_dir=tmp_path / "throughput", results=tmp_path)
     t = planner.load_throughput(tmp_path / "throughput" / "cpu.json")
-    single, multi = (step.configs("smoke") for step in reproduce.STEPS[:2])
+    single, multi = (reproduce.step_of(name).configs("smoke") for name in ("01_single_task", "02_multitask"))
     played = [c for c in multi if c not in single]  # 02 copies the runs 01 trains
     passes = planner.eval_passes(played)
     plan = sum(planner.run_seconds(c, p, t) for c, p in zip(played, passes))
@@ -141,7 +141,7 @@ def test_a_dry_run_for_runs_at_once_plans_their_wall_time_and_refuses_fewer_than
     (tmp_path / "throughput").mkdir()
     (tmp_path / "throughput" / "cpu.json").write_text(cpu_measurement.read_text())
     t = planner.load_throughput(tmp_path / "throughput" / "cpu.json")
-    single = reproduce.STEPS[0].configs("smoke")
+    single = reproduce.step_of("01_single_task").configs("smoke")
     passes = planner.eval_passes(single)
     seconds = [planner.run_seconds(c, p, t) for c, p in zip(single, passes)]
     one, two = (reproduce.dry_run("smoke", throughput_dir=tmp_path / "throughput", jobs=jobs) for jobs in (1, 2))

@@ -54,8 +54,8 @@ def test_reproduce_runs_notebooks_in_order_resumes_and_writes_the_report(tmp_pat
     assert "- elapsed wall time: " in report and " calls (overlaps counted once)" in report
     assert "Actor instruction, `comprl/Room-Ultimate-5x5-v0`" in report and "transformers " in report
     assert "## 02_multitask\n\nNot run." in report and "Notes from" not in report
-    assert ("**Partial: the reproduction is under way.** Not finished: `02_multitask`, `03_extractor_size`, "
-            "`04_ablations`, `05_latency_analysis`.") in report
+    assert ("**Partial: the reproduction is under way.** Not finished: `07_mechanism`, `02_multitask`, "
+            "`03_extractor_size`, `04_ablations`, `05_latency_analysis`.") in report
     # where each run computed, every run counted once
     where = re.search(r"^- where the runs computed \(each run's `machines.jsonl`\): (.+)$", report, re.MULTILINE)
     counted = [int(n) for n in re.findall(r": (\d+) runs?(?:;|$)", where[1])]
@@ -102,7 +102,7 @@ def test_jobs_go_to_the_notebooks_that_take_them_and_must_fit_the_cores(tmp_path
     monkeypatch.setattr(parallel, "usable_cores", lambda: [0, 1])
     assert main(["reproduce", "--profile", "smoke", "--results", str(tmp_path), "--jobs", "2"]) == 0
     assert {name: params.get("jobs") for name, params in executed.items()} == {
-        "01_single_task": 2, "02_multitask": 2, "03_extractor_size": 2, "04_ablations": 2,
+        "07_mechanism": 2, "01_single_task": 2, "02_multitask": 2, "03_extractor_size": 2, "04_ablations": 2,
         "05_latency_analysis": None, "06_bank_explorer": None,
     }
     root = tmp_path / "smoke"
@@ -188,23 +188,23 @@ def test_no_planned_cpu_run_is_one_of_the_committed_reference_runs():
 
 
 def test_the_cpu_single_task_runs_diagnostics_on_three_seeds_and_the_ablations_start_from_its_comp_rl():
-    single = [(c.method, c.seed) for c in reproduce.STEPS[0].configs("cpu")]
+    single = [(c.method, c.seed) for c in reproduce.step_of("01_single_task").configs("cpu")]
     methods = ("baseline", "static", "exp_only", "comp_rl")
     assert single == [(m, s) for s in range(5) for m in methods if s < 3 or m in ("baseline", "comp_rl")]
     with pytest.raises(ValueError, match=r"method_seeds names \['exp_only'\], not among the methods run"):
         plans.single_task("cpu", compare_with=["baseline"], method_seeds={"exp_only": [0]})
-    ablations = reproduce.STEPS[3].configs("cpu")
+    ablations = reproduce.step_of("04_ablations").configs("cpu")
     assert not any(c.experience.search_and_ask for c in ablations)  # a guided question costs a generation: left out
-    copied = [c for c in ablations if c in reproduce.STEPS[0].configs("cpu")]
+    copied = [c for c in ablations if c in reproduce.step_of("01_single_task").configs("cpu")]
     assert [(c.method, c.seed) for c in copied] == [("comp_rl", s) for s in range(3)]  # the full method: 01's runs
     assert len(ablations) == 12
 
 
 def test_the_cpu_mixture_plays_the_single_task_runs_room_and_its_one_task_point_is_copied_from_01():
-    mixture, single = (reproduce.STEPS[1].configs("cpu")[i] for i in (0, -1))
+    mixture, single = (reproduce.step_of("02_multitask").configs("cpu")[i] for i in (0, -1))
     assert mixture.tasks == ("comprl/Room-Random-5x5-v0", "comprl/Room-Ultimate-5x5-v0")
     assert mixture.mixture().size * mixture.group_size == 16  # the rollouts of a single-task step
-    assert single in reproduce.STEPS[0].configs("cpu")  # the same config: linked from 01, not trained again
+    assert single in reproduce.step_of("01_single_task").configs("cpu")  # the same config: linked from 01
 
 
 def test_a_model_that_is_not_installed_stops_the_reproduction_before_any_notebook(tmp_path, monkeypatch, capsys):

@@ -174,6 +174,8 @@ class Step:
     """results folder of the profile -> the papermill parameters that name folders in it."""
     profiles: tuple[str, ...] | None = None
     """The profiles whose reproduction runs this notebook (None: every profile)."""
+    shares_runs: bool = True
+    """Whether the notebooks after it look for runs to copy in its folder (07's vault runs are no other's)."""
 
     def runs_on(self, profile: str) -> bool:
         """Whether ``profile``'s reproduction runs this notebook."""
@@ -202,7 +204,7 @@ over seeds). Profiles without mechanism settings (gpu, paper) leave the notebook
 
 
 STEPS: tuple[Step, ...] = (
-    Step("07_mechanism", lambda profile: MECHANISM.get(profile, {}), profiles=tuple(MECHANISM)),
+    Step("07_mechanism", lambda profile: MECHANISM.get(profile, {}), profiles=tuple(MECHANISM), shares_runs=False),
     Step("01_single_task", _single_task_choices),
     Step("02_multitask", lambda profile: {"seeds": _seeds(profile), **_mixture_choices(profile)}),
     Step("03_extractor_size", lambda profile: {"seeds": _seeds(profile)}),
@@ -215,6 +217,14 @@ STEPS: tuple[Step, ...] = (
 )
 """The notebooks in dependency order: 07 first, the mechanism check whose positive control says whether this
 pipeline can show an effect at all (the report opens with it); 06 explores the bank of 01's comp_rl run."""
+
+
+def step_of(notebook: str) -> Step:
+    """The step of :data:`STEPS` that executes ``notebook`` (e.g. ``"01_single_task"``)."""
+    for step in STEPS:
+        if step.notebook == notebook:
+            return step
+    raise ValueError(f"no reproduction step runs {notebook!r}; accepted: {', '.join(s.notebook for s in STEPS)}")
 
 
 def notebook_defaults(notebook: str) -> dict[str, Any]:
@@ -368,9 +378,9 @@ def _missing_models(profile: str, steps: list[Step]) -> list[str]:
 
 def _reused(profile: str, results: Path, step: Step) -> list[str]:
     """The folders whose finished runs ``step``'s notebook copies instead of training them again: the profile's
-    :data:`REFERENCE_RUNS`, then the folders of the notebooks before it."""
+    :data:`REFERENCE_RUNS`, then the folders of the notebooks before it that share their runs."""
     return [str(results / folder) for folder in REFERENCE_RUNS.get(profile, [])] + [
-        str(results / profile / earlier.notebook) for earlier in STEPS[: STEPS.index(step)]
+        str(results / profile / earlier.notebook) for earlier in STEPS[: STEPS.index(step)] if earlier.shares_runs
     ]
 
 
