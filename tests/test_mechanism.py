@@ -51,8 +51,9 @@ def test_the_settings_give_each_task_its_code_length_as_turn_cap_and_refuse_othe
     assert mechanism.mechanism_config("cpu", env_id="comprl/Vault-Code-v0").max_turns == 3
     room = mechanism.mechanism_config("cpu", env_id=mechanism.ROOM_FIXED)
     assert room.max_turns == 10 and room.env_options[mechanism.ROOM_FIXED] == {"view": "brief"}
-    stage_a = mechanism.stage_a_config("cpu", episodes=256)
+    stage_a = mechanism.stage_a_config("cpu", episodes=256, eval_episodes=128, **{"rollout.temperature": 0.5})
     assert (stage_a.eval_episodes, stage_a.experience.warmup, stage_a.extractor.model) == (256, 0, "scripted")
+    assert stage_a.rollout.temperature == 0.5  # the notebook's overrides reach Stage A, its own episodes win
     with pytest.raises(ValueError, match="accepted: smoke, cpu"):
         mechanism.mechanism_config("paper")
 

@@ -186,11 +186,9 @@ def stage_a_config(
 ) -> ExperimentConfig:
     """The untrained actor of the mechanism settings of `profile` on `env_id`'s held-out seeds, every guided episode
     answered (no warm-up gate), the extractor scripted (Stage A trains and writes nothing, so no extractor model
-    is loaded)."""
-    return mechanism_config(
-        profile, env_id=env_id, method="static", eval_episodes=episodes,
-        **{"experience.warmup": 0, "extractor.model": "scripted", **overrides},
-    )
+    is loaded). `overrides` (the notebook's, for every run) give way to these and to `episodes`."""
+    stage_a = {"method": "static", "eval_episodes": episodes, "experience.warmup": 0, "extractor.model": "scripted"}
+    return mechanism_config(profile, env_id=env_id, **{**overrides, **stage_a})
 
 
 @dataclass
