@@ -70,12 +70,15 @@ MECHANISM_SETTINGS: dict[str, dict[str, Any]] = {
     "smoke": {"env_id": VAULT, "steps": 2, "eval_episodes": 8},
     # SmolLM2-135M on the vault task, sized for the notebook's two hours on 2 cores: 2 vaults x 8 rollouts a step
     # (halves of 4 with experience, as the cpu profile), every trajectory distilled (a success is rare, 1 in 8 at
-    # first, and it is the only one that holds the secret), temperature 1 (the cpu profile's 2.0 spreads the
-    # Room's moves; here the moves are already near chance and 2.0 would wash out what a lesson says), 64
-    # held-out episodes, 8 per vault
+    # first, and it is the only one that holds the secret), 64 held-out episodes (8 per vault, at the profile's
+    # evaluation temperature 0.7). Rollouts keep the cpu profile's temperature 2.0: at 1.0 (the first cpu run of
+    # this notebook, NOTES.md) the untrained actor's moves were so lopsided (north and south far above the rest)
+    # that in 16 steps its wins opened only 1-3 of the 8 vaults, so the bank, which only a win can fill, never
+    # held a lesson for the other 5-7 and the positive control failed (held-out guided - free +0.057 [-0.063,
+    # +0.177] over 3 seeds)
     "cpu": {
         "env_id": VAULT, "steps": 16, "batch_instances": 2, "group_size": 8, "eval_episodes": 64,
-        "rollout.temperature": 1.0, "extractor.distill_per_step": 0,
+        "extractor.distill_per_step": 0,
     },
 }
 """The mechanism check's settings per profile, over the profile's own (:func:`mechanism_config`)."""
@@ -89,7 +92,6 @@ STAGE_B_ARMS: dict[str, dict[str, Any]] = {
     "learned": {"method": "comp_rl"},
     "learned_grammar": {"method": "comp_rl", "extractor.lesson_grammar": True},
     "stream_scripted": {"method": "exp_only", "extractor.model": "scripted", "env_id": FRESH},
-    "scripted_top1": {"method": "comp_rl", "extractor.model": "scripted", "bank.candidates": 1},
 }
 """Stage B's arms: GRPO alone; Complementary RL with the scripted extractor (the positive control: it writes the
 literal winning move of each successful episode, so credit, bank, retrieval and warm-up are checked end to end
@@ -98,12 +100,12 @@ with lessons known to be right); with the profile's learned extractor, free text
 (method ``exp_only``), the scripted extractor writing from the stream; its free half is what a frozen actor
 without experience does there (chance), its guided half what the stream's bank adds. Its actor is the untrained
 one, not comp_rl's trained actor: comprl cannot yet start a run from another run's actor (issue 68 asks for
-that comparison; left for later). ``scripted_top1`` is the scripted arm with each guided episode shown its single
-nearest lesson (``bank.candidates=1``: the re-ranking's popularity, recency and dropout terms have nothing to
-choose among), added after the first two seeds of ``scripted`` showed guided episodes often shown another vault's
-lesson (``rule_recall_shown``): a diagnosis of the retrieval protocol, not the pre-declared control. A
-learned-extractor stream (``{"method": "exp_only", "env_id": FRESH}``) can be added as an arm; it is left out of
-the default for the notebook's two hours."""
+that comparison; left for later). ``{"method": "comp_rl", "extractor.model": "scripted", "bank.candidates": 1}``
+shows each guided episode its single nearest lesson (the re-ranking's popularity, recency and dropout terms have
+nothing to choose among): in the first cpu run it changed nothing the noise could tell (NOTES.md), since what
+sent guided episodes to another vault's lesson was a bank that held none for theirs. A learned-extractor stream
+(``{"method": "exp_only", "env_id": FRESH}``) can be added as an arm; it is left out of the default for the
+notebook's two hours."""
 
 
 def mechanism_config(profile: str, env_id: str | None = None, **overrides: Any) -> ExperimentConfig:
@@ -310,16 +312,16 @@ def plot_mechanism(metrics: pd.DataFrame, arm_of: dict[str, str]) -> Any:
     import matplotlib.pyplot as plt
 
     train = metrics[metrics.phase == "train"].assign(arm=lambda f: f.run.map(arm_of))
-    panels = [
-        ("rule_recall_live", "live lessons stating their vault's secret"),
-        ("rule_recall_shown", "shown lessons stating the episode's secret"),
-        ("guided_minus_free", "guided minus free success (training)"),
+    panels = [  # column, title, the range the value can take
+        ("rule_recall_live", "live lessons stating their vault's secret", (0, 1)),
+        ("rule_recall_shown", "shown lessons stating the episode's secret", (0, 1)),
+        ("guided_minus_free", "guided minus free success (training)", (-1, 1)),
     ]
     arms = list(dict.fromkeys(arm_of.values()))
     colours = dict(zip(arms, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), sharex=True)
     per_point = int(train["episodes"].median()) if "episodes" in train and len(train) else 0
-    for ax, (column, label) in zip(axes, panels):
+    for ax, (column, label, (low, high)) in zip(axes, panels):
         for arm in arms:
             rows = train[(train.arm == arm)]
             if column not in rows or rows[column].isna().all():
@@ -328,6 +330,7 @@ def plot_mechanism(metrics: pd.DataFrame, arm_of: dict[str, str]) -> Any:
             mean = rows.groupby("step")[column].mean()
             ax.plot(mean.index, mean.values, color=colours[arm], label=f"{arm} ({rows.seed.nunique()} seeds)")
         ax.set_title(label, fontsize=10)
+        ax.set_ylim(low - 0.05, high + 0.05)
         ax.set_xlabel("actor step")
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.axhline(0, color="grey", lw=0.5)
