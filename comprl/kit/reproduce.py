@@ -510,6 +510,7 @@ PACKAGES = ("torch", "transformers", "peft", "duckdb", "ray", "papermill", "nle"
 def write_report(profile: str, results: Path) -> Path:
     """``results/REPORT.md`` from what the notebooks wrote under ``results/<profile>/``."""
     from comprl.kit.latency import ASYNC_TARGET
+    from comprl.kit.mechanism import report_section
 
     root = results / profile
     times: dict[str, Any] = (
@@ -537,6 +538,7 @@ def write_report(profile: str, results: Path) -> Path:
         "numbers as a check of direction at its scale, with the spread over seeds.",
         "",
         *partial,
+        *(report_section(root / "07_mechanism") if step_of("07_mechanism").runs_on(profile) else []),
         "## Claims",
         "",
         'A claim is "reproduced" where our change points the paper\'s way and a two-sided 5% t test over seeds calls'
