@@ -454,6 +454,13 @@ class BankConfig:
     exclude_own_seed: bool = False
     """Never show an instance an entry distilled from an episode of the same seed (a guard against the bank
     memorising answers to the exact instance; off in the paper and the official code)."""
+    min_similarity: float | None = None
+    """comprl's option, not the paper's or the official code's (which always show the nearest entries): drop
+    candidates whose cosine similarity to the query is below this, so that a query with no entry near enough is
+    shown none and its guided episode plays as a free one. None (the paper's): no gate. The mechanism check sets
+    it per vault task (:data:`comprl.kit.mechanism.TASK_SETTINGS`), between the similarity of a vault's query to
+    the scripted lesson of its own vault and to those of the other vaults, so that a vault with no lesson yet is
+    not shown another vault's moves."""
     index: str = "memory"
     """The manager's search path: ``"memory"``, an exact in-memory index (numpy inner products, one block per
     task) kept in step with the DuckDB file, the fastest; ``"hnsw"``, DuckDB's vss HNSW index (approximate: its
@@ -476,6 +483,8 @@ class BankConfig:
             raise ValueError(f"bank dropout={self.dropout!r}; accepted: a probability in [0, 1]")
         if self.candidates < 1 or self.capacity < 1:
             raise ValueError("bank candidates and capacity must be >= 1")
+        if self.min_similarity is not None and not -1.0 <= self.min_similarity <= 1.0:
+            raise ValueError(f"bank min_similarity={self.min_similarity!r}; accepted: None or a cosine in [-1, 1]")
         official_only = {"batch_snapshot": True, "counts_from_uses": False, "recent_inclusive": False}
         if self.rerank != "official" and (asked := [k for k, v in official_only.items() if getattr(self, k) == v]):
             raise ValueError(

@@ -149,6 +149,23 @@ def test_an_instance_never_sees_an_entry_distilled_from_its_own_seed(tmp_path):
     manager.close()
 
 
+def test_the_similarity_gate_shows_nothing_rather_than_a_far_entry(tmp_path):
+    config_ = config(**{"bank.min_similarity": 0.6})
+    manager = ExperienceManager(config_, tmp_path / "bank.duckdb")
+    add(manager.bank, ["walk east to the stairs", "pick up the gold coins"])
+    near, far = manager.search(["walk east to the stairs", "bake bread in a clay oven"], [ROOM] * 2, record=False)
+    assert near is not None and near.title == "walk east to the stairs"
+    assert far is None, "no entry is within the gate: the episode plays free"
+    ungated = ExperienceManager(config(), tmp_path / "other.duckdb")
+    add(ungated.bank, ["walk east to the stairs", "pick up the gold coins"])
+    assert ungated.search(["bake bread in a clay oven"], [ROOM], record=False)[0] is not None  # the paper's: nearest
+    for value in (1.5, -2.0):
+        with pytest.raises(ValueError, match="min_similarity.*accepted: None or a cosine in"):
+            config(**{"bank.min_similarity": value})
+    manager.close()
+    ungated.close()
+
+
 def test_the_warmup_gate_holds_the_guided_half_until_the_bank_has_enough_entries(tmp_path):
     manager = ExperienceManager(config(**{"experience.warmup": 3}), tmp_path / "bank.duckdb")
     add(manager.bank, ["a", "b"])

@@ -58,6 +58,16 @@ def test_the_settings_give_each_task_its_code_length_as_turn_cap_and_refuse_othe
         mechanism.mechanism_config("paper")
 
 
+def test_the_vault_gate_shows_each_vault_its_own_scripted_lesson_and_never_another():
+    config = mechanism.mechanism_config("cpu")
+    assert config.bank.min_similarity == mechanism.VAULT_GATE
+    table = mechanism.scripted_similarity(mechanism.VAULT, config)
+    own, other = mechanism.similarity_gap(table)
+    assert other < mechanism.VAULT_GATE <= own, (own, other)
+    assert mechanism.stage_a_config("cpu").bank.min_similarity is None  # Stage A shows the nearest lesson, always
+    assert mechanism.mechanism_config("cpu", env_id=mechanism.FRESH).bank.min_similarity is None
+
+
 def test_the_plan_runs_every_arm_per_seed_with_its_own_overrides():
     plan = mechanism_plan("smoke", seeds=[0, 1])
     names = list(plan.named())

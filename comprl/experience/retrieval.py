@@ -1,8 +1,8 @@
 """The retrieval policy: which bank entry a guided episode is shown.
 
 :class:`RetrievalPolicy` turns a batch of queries into one entry (or None) each: one embedding call for the
-batch, a nearest-neighbour search within each query's task (``bank.candidates`` candidates), the own-seed guard
-(``bank.exclude_own_seed``), then the re-ranking (``bank.rerank``) with its retrieval counts, recency window and
+batch, a nearest-neighbour search within each query's task (``bank.candidates`` candidates), the similarity gate
+(``bank.min_similarity``), the own-seed guard (``bank.exclude_own_seed``), then the re-ranking (``bank.rerank``) with its retrieval counts, recency window and
 dropout draws. It also keeps the warm-up gate (``experience.warmup``). The manager
 (:class:`~comprl.experience.manager.ExperienceManager`) batches the queries and checkpoints this state.
 """
@@ -84,7 +84,8 @@ class RetrievalPolicy:
                 return False
 
     def choose(self, batch: list[Query]) -> list[Entry | None]:
-        """One embedding call for the batch, one bank search per task in it, the own-seed guard, the re-ranking."""
+        """One embedding call for the batch, one bank search per task in it, the similarity gate, the own-seed guard,
+        the re-ranking."""
         bank = self.config.bank
         vectors = self.bank.embedder.encode([q.text for q in batch])
         pools: list[list[Hit]] = [[] for _ in batch]
@@ -92,6 +93,8 @@ class RetrievalPolicy:
             rows = [i for i, q in enumerate(batch) if q.task == task]
             for i, hits in zip(rows, self.bank.search_vectors(vectors[rows], k=bank.candidates, task=task)):
                 pools[i] = hits
+        if bank.min_similarity is not None:
+            pools = [[h for h in hits if h.score >= bank.min_similarity] for hits in pools]
         if bank.exclude_own_seed:
             origins = self._entry_origins()
             pools = [[h for h in hits if q.seed not in origins.get(h.entry.id, ())] for q, hits in zip(batch, pools)]

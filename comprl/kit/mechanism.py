@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+import numpy as np
 import pandas as pd
 
 from comprl.config import ExperimentConfig, make_config
@@ -57,27 +58,41 @@ VAULT = "comprl/Vault-v0"
 ROOM_FIXED = "comprl/Room-Dark-Fixed-5x5-v0"
 """The MiniHack variant: a dark room whose stairs always stand in its south-east corner."""
 
+VAULT_GATE = 0.639
+"""``bank.min_similarity`` on :data:`VAULT` (comprl's option, not the paper's): midway between the lowest
+similarity of a vault's query to its own scripted lesson, 0.648, and the highest to another vault's, 0.630
+(MiniLM, note style; :func:`scripted_similarity`, printed by ``benchmarks/vault_gate.py`` and checked by
+``tests/test_mechanism.py``). Without it a guided episode on a vault whose lesson no win has written yet is shown
+the nearest lesson, another vault's, and copies its move (Stage A: the wrong lesson costs 0.043), which is what
+sank the first positive control (NOTES.md). ``Vault-Fresh-v0`` and ``Vault-Code-v0`` get no gate: their gaps
+(0.6677 over 0.6667; 0.7749 over 0.7744) are too thin to hold across machines' rounding."""
+
 TASK_SETTINGS: dict[str, dict[str, Any]] = {
-    **{env_id: {"max_turns": len(secret_of(env_id, vault_of(env_id, 0)))} for env_id in VAULT_IDS},
+    **{
+        env_id: {"max_turns": len(secret_of(env_id, vault_of(env_id, 0)))}
+        | ({"bank.min_similarity": VAULT_GATE} if env_id == VAULT else {})
+        for env_id in VAULT_IDS
+    },
     ROOM_FIXED: {"max_turns": TURN_CAP, "env_options": {ROOM_FIXED: {"view": "brief"}}},
 }
 """Per task of the check: the turn cap (a vault's code length: one wrong move seals it anyway, and a turn more
-would only let an invalid reply be retried; the Room's cap from :data:`comprl.envs.minihack.hidden.TURN_CAP`) and
-env options (the Room in the cpu profile's brief view)."""
+would only let an invalid reply be retried; the Room's cap from :data:`comprl.envs.minihack.hidden.TURN_CAP`), env
+options (the Room in the cpu profile's brief view) and :data:`VAULT`'s similarity gate (:data:`VAULT_GATE`)."""
 
 MECHANISM_SETTINGS: dict[str, dict[str, Any]] = {
     # a couple of steps of the tiny random models: every code path of notebook 07 in CI
     "smoke": {"env_id": VAULT, "steps": 2, "eval_episodes": 8},
     # SmolLM2-135M on the vault task, sized for the notebook's two hours on 2 cores: 2 vaults x 8 rollouts a step
     # (halves of 4 with experience, as the cpu profile), every trajectory distilled (a success is rare, 1 in 8 at
-    # first, and it is the only one that holds the secret), 64 held-out episodes (8 per vault, at the profile's
-    # evaluation temperature 0.7). Rollouts keep the cpu profile's temperature 2.0: at 1.0 (the first cpu run of
-    # this notebook, NOTES.md) the untrained actor's moves were so lopsided (north and south far above the rest)
-    # that in 16 steps its wins opened only 1-3 of the 8 vaults, so the bank, which only a win can fill, never
-    # held a lesson for the other 5-7 and the positive control failed (held-out guided - free +0.057 [-0.063,
-    # +0.177] over 3 seeds)
+    # first, and it is the only one that holds the secret), 128 held-out episodes (16 per vault, at the profile's
+    # evaluation temperature 0.7; 64 in the first two runs, whose seeds differed by more than the positive control
+    # could afford). Rollouts keep the cpu profile's temperature 2.0: at 1.0 (the first cpu run of this notebook,
+    # NOTES.md) the untrained actor's moves were so lopsided (north and south far above the rest) that in 16 steps
+    # its wins opened only 1-3 of the 8 vaults, so the bank, which only a win can fill, never held a lesson for the
+    # other 5-7 and the positive control failed (held-out guided - free +0.057 [-0.063, +0.177] over 3 seeds); at
+    # 2.0 without the similarity gate (VAULT_GATE) it opened 2-4 and failed again (+0.130 [-0.118, +0.379])
     "cpu": {
-        "env_id": VAULT, "steps": 16, "batch_instances": 2, "group_size": 8, "eval_episodes": 64,
+        "env_id": VAULT, "steps": 16, "batch_instances": 2, "group_size": 8, "eval_episodes": 128,
         "extractor.distill_per_step": 0,
     },
 }
@@ -167,6 +182,56 @@ def stage_a_lessons(env_id: str, kind: str) -> list[tuple[str, str]]:
     return [vault_lesson(v, kind, secret_of(env_id, v)) for v in vaults(env_id)]
 
 
+def scripted_similarity(env_id: str, config: ExperimentConfig) -> pd.DataFrame:
+    """Cosine similarity of each vault's retrieval query (rows) to the scripted lesson of each vault (columns),
+    under ``config``'s embedder and extractor style: each vault's winning episode played on the real env, its
+    lesson written by :class:`~comprl.experience.extractor.scripted.ScriptedTrack` into a scratch bank, and
+    embedded as the bank embeds it. A gate (``bank.min_similarity``) that shows each vault its own lesson and
+    never another's lies above every off-diagonal value and at or below every diagonal one
+    (:func:`similarity_gap`)."""
+    import tempfile
+
+    from comprl.actor.rollout import retrieval_query
+    from comprl.envs import make
+    from comprl.experience.bank import Embedder, ExperienceBank
+    from comprl.experience.extractor.scripted import ScriptedTrack
+    from comprl.experience.interface import Episode
+
+    names = vaults(env_id)
+    embedder = Embedder(config.bank.embedder)
+    queries, episodes = [], []
+    for seed, vault in enumerate(names):
+        env = make(env_id)
+        observation, info = env.reset(seed=seed)
+        queries.append(retrieval_query(observation, info))
+        messages = [{"role": "system", "content": info["instruction"]}, {"role": "user", "content": observation}]
+        for move in secret_of(env_id, vault):
+            reply = f"{ANSWER_OPEN}{move}{ANSWER_CLOSE}"
+            observation, _, terminated, truncated, info = env.step(reply)
+            messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": observation}]
+        if not info["success"]:
+            raise RuntimeError(f"{env_id}: the secret of vault {vault} did not open it")
+        episodes.append(Episode(env_id, seed, 0, seed, info["instruction"], tuple(messages[:-1]), True))
+    with tempfile.TemporaryDirectory() as folder:
+        bank = ExperienceBank(Path(folder) / "bank.duckdb", embedder)
+        try:
+            ScriptedTrack(bank, config.extractor, task=env_id).distill(episodes, step=0)
+            live = bank.entries().sort_values("id")
+        finally:
+            bank.close()
+    lessons = embedder.encode([f"{t}\n{c}" for t, c in zip(live["title"], live["content"])])
+    return pd.DataFrame(embedder.encode(queries) @ lessons.T, index=names, columns=names)
+
+
+def similarity_gap(similarity: pd.DataFrame) -> tuple[float, float]:
+    """(the lowest similarity of a vault's query to its own lesson, the highest to another vault's) of
+    :func:`scripted_similarity`'s table: a gate between them separates the vaults."""
+    values = similarity.to_numpy()
+    own = values.diagonal()
+    other = values[~np.eye(len(values), dtype=bool)]
+    return float(own.min()), float(other.max())
+
+
 def write_stage_a_banks(
     folder: str | Path, env_id: str, config: ExperimentConfig, kinds: Sequence[str] = LESSON_KINDS
 ) -> dict[str, Path]:
@@ -188,9 +253,11 @@ def stage_a_config(
 ) -> ExperimentConfig:
     """The untrained actor of the mechanism settings of `profile` on `env_id`'s held-out seeds, every guided episode
     answered (no warm-up gate), the extractor scripted (Stage A trains and writes nothing, so no extractor model
-    is loaded). `overrides` (the notebook's, for every run) give way to these and to `episodes`."""
+    is loaded), no similarity gate (every guided episode is shown the nearest lesson of its bank, whatever it
+    says). `overrides` (the notebook's, for every run) give way to these and to `episodes`."""
     stage_a = {"method": "static", "eval_episodes": episodes, "experience.warmup": 0, "extractor.model": "scripted"}
-    return mechanism_config(profile, env_id=env_id, **{**overrides, **stage_a})
+    config = mechanism_config(profile, env_id=env_id, **{**overrides, **stage_a})
+    return dataclasses.replace(config, bank=dataclasses.replace(config.bank, min_similarity=None))
 
 
 @dataclass
