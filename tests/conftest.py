@@ -184,6 +184,30 @@ def make_rewarding_even_replies(env_id: str, **kwargs) -> RewardByReplyLength:
 
 
 @pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    """The bundled all-MiniLM-L6-v2 (loading takes a few seconds, so once per module)."""
+    return Embedder()
+
+
+@pytest.fixture()
+def make_track(tmp_path, embedder, tiny_engine):
+    """``make_track(task, **extractor_config)``: an experience track of the tiny engine over a fresh DuckDB bank
+    under ``tmp_path`` (each call its own bank file, all closed at the end of the test)."""
+    from comprl.experience.extractor.track import ExperienceTrack
+    from comprl.experience.extractor.trainer import ExtractorConfig
+
+    banks = []
+
+    def make_one(task: str, **config) -> ExperienceTrack:
+        banks.append(ExperienceBank(tmp_path / f"bank{len(banks)}.duckdb", embedder))
+        return ExperienceTrack(tiny_engine, banks[-1], ExtractorConfig(**config), task=task)
+
+    yield make_one
+    for bank in banks:
+        bank.close()
+
+
+@pytest.fixture(scope="module")
 def tiny():
     """(model, tokenizer) of the tiny random Llama; module-scoped because trainer tests modify weights."""
     return load_model("tiny-random", seed=0)

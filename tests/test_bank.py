@@ -24,12 +24,6 @@ from comprl.experience.bank.store import HNSW_OPTIONS
 DIM = 384
 
 
-@pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    """The bundled all-MiniLM-L6-v2 (loading takes a few seconds, so once per module)."""
-    return Embedder()
-
-
 def add(title: str, content: str | None = None) -> Write:
     return Write("add", entry=NewEntry(title, content if content is not None else f"content of {title}"))
 

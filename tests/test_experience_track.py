@@ -5,26 +5,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-from comprl.experience.bank import Embedder, Entry, ExperienceBank, NewEntry, Write
+from comprl.experience.bank import Entry, NewEntry, Write
 from comprl.envs import make
-from comprl.experience.extractor.track import LESSON_VERBS, ExperienceTrack, episode_actions, lesson_actions
+from comprl.experience.extractor.track import LESSON_VERBS, episode_actions, lesson_actions
 from comprl.actor.rollout import RolloutConfig, run_episodes
 from comprl.experience.extractor.trainer import ExtractorConfig, ExtractorSample
 
 ROOM = "comprl/Room-Ultimate-5x5-v0"
 
 
-@pytest.fixture(scope="module")
-def embedder():
-    return Embedder()
-
-
 @pytest.fixture()
-def track(tmp_path, embedder, tiny_engine):
-    bank = ExperienceBank(tmp_path / "bank.duckdb", embedder)
-    config = ExtractorConfig(style="lines", max_new_tokens=8, invalid_reward=-1.0, response_prefix="<answer>\n")
-    yield ExperienceTrack(tiny_engine, bank, config, task=ROOM)
-    bank.close()
+def track(make_track):
+    return make_track(ROOM, style="lines", max_new_tokens=8, invalid_reward=-1.0, response_prefix="<answer>\n")
 
 
 def _sample(kind="distill"):
@@ -100,11 +92,9 @@ def test_distill_and_merge_with_a_real_model_account_for_every_reply(track, tiny
 
 
 def test_the_lesson_grammar_begins_every_lesson_with_a_verb_and_an_action_of_its_episode(
-    tmp_path, embedder, tiny, tiny_engine, assert_logprobs_match_fresh_pass
+    make_track, tiny, tiny_engine, assert_logprobs_match_fresh_pass
 ):
-    bank = ExperienceBank(tmp_path / "bank.duckdb", embedder)
-    config = ExtractorConfig(style="note", lesson_grammar=True, max_new_tokens=8, temperature=1.0)
-    track = ExperienceTrack(tiny_engine, bank, config, task=ROOM)
+    track = make_track(ROOM, style="note", lesson_grammar=True, max_new_tokens=8, temperature=1.0)
     envs = [make(ROOM, max_turns=3) for _ in range(3)]
     torch.manual_seed(0)
     played = run_episodes(tiny_engine, envs, [3, 3, 4], RolloutConfig(max_new_tokens=16, constrained_actions=True))
@@ -114,20 +104,19 @@ def test_the_lesson_grammar_begins_every_lesson_with_a_verb_and_an_action_of_its
         actions = episode_actions(episode)
         assert actions
         (entry,) = sample.entry_ids
-        content = bank.get(entry).content
+        content = track.bank.get(entry).content
         assert any(content.startswith(f"{verb} {action} when") for verb in LESSON_VERBS for action in actions), content
         assert any(len(allowed) > 1 for allowed in sample.choices.values())  # the verb and the action were choices
-    assert_logprobs_match_fresh_pass(tiny[0], tiny[1].pad_token_id, samples, config.temperature)
-    lessons = [bank.get(i) for s in samples for i in s.entry_ids]
+    assert_logprobs_match_fresh_pass(tiny[0], tiny[1].pad_token_id, samples, track.config.temperature)
+    lessons = [track.bank.get(i) for s in samples for i in s.entry_ids]
     named = lesson_actions(lessons)
     assert named == list(dict.fromkeys(content.split(" when")[0].split(" ", 1)[1] for content in
                                        (lesson.content for lesson in lessons)))
     merges = track.merge(step=1)  # 3 live entries: one chunk, whose lesson may name an action its lessons name
     assert [s.kind for s in merges] == ["merge"]
     (merged,) = merges[0].entry_ids
-    content = bank.get(merged).content
+    content = track.bank.get(merged).content
     assert any(content.startswith(f"{verb} {action} when") for verb in LESSON_VERBS for action in named), content
-    bank.close()
 
 
 def test_lesson_actions_are_the_actions_the_grammars_lessons_name():

@@ -6,26 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
+from comprl.experience.bank import NewEntry, Write
 from comprl.experience.extractor.prompts import NOTE_STOP
-from comprl.experience.extractor.track import ExperienceTrack
-from comprl.experience.extractor.trainer import ExtractorConfig, ExtractorSample
+from comprl.experience.extractor.trainer import ExtractorSample
 from comprl.kit.widgets import BankExplorer
 
 ROOM = "comprl/Room-Random-5x5-v0"
 
 
-@pytest.fixture(scope="module")
-def embedder():
-    return Embedder()
-
-
 @pytest.fixture()
-def track(tmp_path, embedder, tiny_engine):
-    bank = ExperienceBank(tmp_path / "bank.duckdb", embedder)
-    config = ExtractorConfig(style="note", max_new_tokens=8, invalid_reward=-1.0)
-    yield ExperienceTrack(tiny_engine, bank, config, task=ROOM)
-    bank.close()
+def track(make_track):
+    return make_track(ROOM, style="note", max_new_tokens=8, invalid_reward=-1.0)
 
 
 def test_a_note_track_stops_its_replies_past_label_lines(track):

@@ -18,7 +18,7 @@ from comprl.config import make_config
 from comprl.envs import lesson_states_secret, make
 from comprl.envs.vault import secret_of, vault_of
 from comprl.experience import manager as manager_module
-from comprl.experience.bank import Embedder, ExperienceBank, NewEntry, Write
+from comprl.experience.bank import ExperienceBank, NewEntry, Write
 from comprl.experience.extractor.prompts import ExtractorFormat, parse_distill
 from comprl.experience.extractor.scripted import MORE, ScriptedTrack, scripted_lesson, scripted_reply
 from comprl.config import ExtractorConfig
@@ -51,11 +51,6 @@ def answers(moves) -> list[str]:
 
 def secret(env_id: str, seed: int) -> tuple[str, ...]:
     return secret_of(env_id, vault_of(env_id, seed))
-
-
-@pytest.fixture(scope="module")
-def embedder():
-    return Embedder()
 
 
 @pytest.fixture()

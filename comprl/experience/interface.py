@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import re
+
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +57,16 @@ class Episode:
         """Its name in the bank's operations log."""
         return f"step{self.step}/episode{self.index}/seed{self.seed}"
 
+
+
+_SEED_IN_SOURCE = re.compile(r"/seed(-?\d+)$")
+
+
+def seed_of(source: object) -> int | None:
+    """The env seed an operation's source names (:attr:`Episode.source` ends with it); None for another source
+    (a merge, a reference lesson) or none."""
+    match = _SEED_IN_SOURCE.search(source) if isinstance(source, str) else None
+    return None if match is None else int(match.group(1))
 
 @dataclass(frozen=True)
 class Outcome:

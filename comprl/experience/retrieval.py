@@ -2,16 +2,16 @@
 
 :class:`RetrievalPolicy` turns a batch of queries into one entry (or None) each: one embedding call for the
 batch, a nearest-neighbour search within each query's task (``bank.candidates`` candidates), the similarity gate
-(``bank.min_similarity``), the own-seed guard (``bank.exclude_own_seed``), then the re-ranking (``bank.rerank``) with its retrieval counts, recency window and
-dropout draws. It also keeps the warm-up gate (``experience.warmup``). The manager
-(:class:`~comprl.experience.manager.ExperienceManager`) batches the queries and checkpoints this state.
+(``bank.min_similarity``), the own-seed guard (``bank.exclude_own_seed``), then the re-ranking (``bank.rerank``)
+with its retrieval counts, recency window and dropout draws. It also keeps the warm-up gate
+(``experience.warmup``). The manager (:class:`~comprl.experience.manager.ExperienceManager`) batches the queries
+and checkpoints this state.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-import re
 import threading
 import time
 from concurrent.futures import Future
@@ -22,9 +22,7 @@ import numpy as np
 
 from comprl.config import ExperimentConfig
 from comprl.experience.bank import Entry, ExperienceBank, Hit
-
-_SEED_IN_SOURCE = re.compile(r"/seed(-?\d+)$")
-"""The env seed at the end of an operation's source (:attr:`comprl.experience.interface.Episode.source`)."""
+from comprl.experience.interface import seed_of
 
 
 @dataclass
@@ -188,10 +186,8 @@ class RetrievalPolicy:
             for row in ops.iloc[self._origins_seen :].itertuples():
                 if row.entry_id is None or (isinstance(row.entry_id, float) and math.isnan(row.entry_id)):
                     continue
-                seeds: set[int] = set()
-                match = _SEED_IN_SOURCE.search(row.source or "") if isinstance(row.source, str) else None
-                if match:
-                    seeds.add(int(match.group(1)))
+                seed = seed_of(row.source)
+                seeds: set[int] = set() if seed is None else {seed}
                 for parent in row.targets or ():
                     seeds |= self._origins.get(parent, frozenset())
                 self._origins[int(row.entry_id)] = self._origins.get(int(row.entry_id), frozenset()) | seeds

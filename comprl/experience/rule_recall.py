@@ -18,7 +18,7 @@ import pandas as pd
 from comprl.envs import SECRET_CHECKS, lesson_states_secret
 from comprl.envs.mixture import task_name
 from comprl.experience.bank import ExperienceBank
-from comprl.experience.retrieval import _SEED_IN_SOURCE
+from comprl.experience.interface import seed_of
 
 
 class RuleRecall:
@@ -68,10 +68,9 @@ def secret_verdicts(entries: pd.DataFrame, operations: pd.DataFrame) -> dict[int
     sources = {int(i): s for i, s in zip(written["entry_id"], written["source"])}
     verdicts: dict[int, bool | None] = {}
     for row in entries.itertuples():
-        source = sources.get(int(row.id))
-        match = _SEED_IN_SOURCE.search(source) if isinstance(source, str) else None
+        seed = seed_of(sources.get(int(row.id)))
         text = f"{row.title}\n{row.content}"
-        verdicts[int(row.id)] = None if match is None else lesson_states_secret(row.task, int(match.group(1)), text)
+        verdicts[int(row.id)] = None if seed is None else lesson_states_secret(row.task, seed, text)
     return verdicts
 
 

@@ -144,12 +144,17 @@ def opposite(move: str) -> str:
     return COMPASS[(COMPASS.index(move) + 4) % len(COMPASS)]
 
 
+def lesson_title(vault: str) -> str:
+    """The title of every Stage A lesson about `vault`."""
+    return f"Vault {vault}"
+
+
 def vault_lesson(vault: str, kind: str, secret: tuple[str, ...]) -> tuple[str, str]:
     """The (title, content) of one Stage A lesson about `vault`, of `kind` (:data:`LESSON_KINDS`): the moves
     written as the actor writes its replies (``<answer>MOVE</answer>``), which a small actor copies."""
     if kind not in LESSON_KINDS:
         raise ValueError(f"lesson kind {kind!r}; accepted: {', '.join(LESSON_KINDS)}")
-    title = f"Vault {vault}"
+    title = lesson_title(vault)
     if kind == "garbage":
         return title, f"Vault {vault} is one of the vaults here; stay calm and take your time before you move."
     moves = secret if kind == "correct" else tuple(opposite(m) for m in secret)
@@ -300,7 +305,7 @@ def stage_a(
 
 def _own_lesson(env_id: str, seed: int, shown: str) -> bool:
     """Whether the lesson shown to an episode of `seed` is about its own vault (always, on the one-lesson Room)."""
-    return env_id == ROOM_FIXED or shown.startswith(f"Vault {vault_of(env_id, seed)}\n")
+    return env_id == ROOM_FIXED or shown.startswith(f"{lesson_title(vault_of(env_id, seed))}\n")
 
 
 def _share(flags: list[bool]) -> float:
