@@ -187,25 +187,15 @@ def stage_a_lessons(env_id: str, kind: str) -> list[tuple[str, str]]:
     return [vault_lesson(v, kind, secret_of(env_id, v)) for v in vaults(env_id)]
 
 
-def scripted_similarity(env_id: str, config: ExperimentConfig) -> pd.DataFrame:
-    """Cosine similarity of each vault's retrieval query (rows) to the scripted lesson of each vault (columns),
-    under ``config``'s embedder and extractor style: each vault's winning episode played on the real env, its
-    lesson written by :class:`~comprl.experience.extractor.scripted.ScriptedTrack` into a scratch bank, and
-    embedded as the bank embeds it. A gate (``bank.min_similarity``) that shows each vault its own lesson and
-    never another's lies above every off-diagonal value and at or below every diagonal one
-    (:func:`similarity_gap`)."""
-    import tempfile
-
+def won_episodes(env_id: str) -> tuple[list[str], list[Any]]:
+    """(the retrieval query, an :class:`~comprl.experience.interface.Episode` that plays the secret and wins)
+    of each vault of `env_id`, seed by seed (:func:`vaults`' order), played on the real env."""
     from comprl.actor.rollout import retrieval_query
     from comprl.envs import make
-    from comprl.experience.bank import Embedder, ExperienceBank
-    from comprl.experience.extractor.scripted import ScriptedTrack
     from comprl.experience.interface import Episode
 
-    names = vaults(env_id)
-    embedder = Embedder(config.bank.embedder)
     queries, episodes = [], []
-    for seed, vault in enumerate(names):
+    for seed, vault in enumerate(vaults(env_id)):
         env = make(env_id)
         observation, info = env.reset(seed=seed)
         queries.append(retrieval_query(observation, info))
@@ -217,6 +207,24 @@ def scripted_similarity(env_id: str, config: ExperimentConfig) -> pd.DataFrame:
         if not info["success"]:
             raise RuntimeError(f"{env_id}: the secret of vault {vault} did not open it")
         episodes.append(Episode(env_id, seed, 0, seed, info["instruction"], tuple(messages[:-1]), True))
+    return queries, episodes
+
+
+def scripted_similarity(env_id: str, config: ExperimentConfig) -> pd.DataFrame:
+    """Cosine similarity of each vault's retrieval query (rows) to the scripted lesson of each vault (columns),
+    under ``config``'s embedder and extractor style: each vault's winning episode (:func:`won_episodes`), its
+    lesson written by :class:`~comprl.experience.extractor.scripted.ScriptedTrack` into a scratch bank, and
+    embedded as the bank embeds it. A gate (``bank.min_similarity``) that shows each vault its own lesson and
+    never another's lies above every off-diagonal value and at or below every diagonal one
+    (:func:`similarity_gap`)."""
+    import tempfile
+
+    from comprl.experience.bank import Embedder, ExperienceBank
+    from comprl.experience.extractor.scripted import ScriptedTrack
+
+    names = vaults(env_id)
+    embedder = Embedder(config.bank.embedder)
+    queries, episodes = won_episodes(env_id)
     with tempfile.TemporaryDirectory() as folder:
         bank = ExperienceBank(Path(folder) / "bank.duckdb", embedder)
         try:
