@@ -217,6 +217,16 @@ def test_states_secret_refuses_other_moves_extra_moves_and_no_moves():
     assert not states_secret(VAULT, 4, "north")  # seed 4 meets Amber (west)
 
 
+@pytest.mark.parametrize(
+    "lesson",
+    ["Avoid north when you can.", "Never play north at Jade.", "Don't go north.", "Do not answer north.",
+     "north is wrong here", "north seals Jade"],
+)
+def test_a_lesson_that_turns_the_secret_away_does_not_state_it(lesson):
+    assert not states_secret(VAULT, 3, lesson)  # Jade's secret is north
+    assert states_secret(VAULT, 3, "Prefer north when you stand before Jade.")  # the grammar's other verb
+
+
 def test_states_secret_of_a_code_needs_its_moves_in_order():
     first, second, third = secret_of(CODE, "Copper")  # seed 0
     assert states_secret(CODE, 0, f"Copper: {first}, {second}, {third}.")

@@ -120,15 +120,21 @@ def named_moves(text: str) -> tuple[str, ...]:
     return tuple(match.group(1).lower() for match in _MOVE_WORD.finditer(text))
 
 
+_NEGATION = re.compile(r"\b(?:avoid\w*|never|not|wrong|seal\w*)\b|n't\b", re.IGNORECASE)
+"""Words that turn a named move away ("Avoid north", "never south", "don't go west", "north seals it"): a lesson
+with one states no secret, whatever moves it names."""
+
+
 def states_secret(env_id: str, seed: int, text: str) -> bool:
     """Whether lesson `text` states the secret of the vault that `seed` meets: the moves it names
     (`named_moves`) are the secret's moves in order, once or repeated whole (a lesson may restate the code, e.g.
-    in prose and then as answers), and nothing else. For a one-move secret: the text names that move and no
-    other. A text that names no move states nothing."""
+    in prose and then as answers), and nothing else, and no word of it turns a move away (:data:`_NEGATION`: the
+    lesson grammar's "Avoid SECRET when ..." names the secret as the move not to play). For a one-move secret: the
+    text names that move and no other, as one to play. A text that names no move states nothing."""
     secret = secret_of(env_id, vault_of(env_id, seed))
     named = named_moves(text)
     repeats, rest = divmod(len(named), len(secret))
-    return repeats > 0 and rest == 0 and named == secret * repeats
+    return repeats > 0 and rest == 0 and named == secret * repeats and not _NEGATION.search(text)
 
 
 class VaultTextEnv(TextEnv):
