@@ -120,6 +120,10 @@ def test_stage_b_tables_each_seed_and_judges_the_positive_control_by_welchs_t(tm
     table.to_csv(tmp_path / "stage_b.csv", index=False)
     claims.to_csv(tmp_path / "stage_b_claims.csv", index=False)
     assert any(line.startswith("**Positive control: passed.**") for line in mechanism.report_section(tmp_path))
+    (tmp_path / "scripted_seed0").mkdir()
+    (tmp_path / "scripted_seed0" / "config.json").write_text(mechanism.mechanism_config("cpu").to_json())
+    settings = [line for line in mechanism.report_section(tmp_path) if line.startswith("Stage B's settings")]
+    assert settings and "actor learning rate 5e-05" in settings[0] and "`bank.min_similarity` = 0.639" in settings[0]
 
 
 def test_a_positive_control_within_the_noise_fails_the_gate_in_the_report(tmp_path):

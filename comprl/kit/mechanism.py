@@ -16,6 +16,7 @@ comparison per lesson kind: correct above free, wrong below free, garbage within
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -460,6 +461,18 @@ def report_section(folder: str | Path) -> list[str]:
         "machinery, not a task of the paper), with this profile's actor.",
         "",
     ]
+    configs = sorted(folder.glob(f"{POSITIVE_CONTROL}_seed*/config.json"))
+    if configs:
+        config = ExperimentConfig.from_dict(json.loads(configs[0].read_text()))
+        gate = config.bank.min_similarity
+        lines += [
+            f"Stage B's settings (`comprl.kit.mechanism`): {config.steps} steps of {config.batch_instances} vaults x "
+            f"{config.group_size} rollouts, actor learning rate {config.actor.learning_rate:g}, rollout temperature "
+            f"{config.rollout.temperature:g}, {config.eval_episodes} held-out episodes; retrieval's similarity gate "
+            + ("none (the paper's)." if gate is None else f"`bank.min_similarity` = {gate:g} (comprl's option, not "
+               "the paper's: a guided episode with no lesson that near is shown none)."),
+            "",
+        ]
     stage_a = folder / "stage_a.csv"
     if stage_a.is_file():
         lines += ["**Stage A** (the untrained actor, paired held-out episodes, guided minus free; paired t):", ""]
