@@ -93,11 +93,12 @@ MECHANISM_SETTINGS: dict[str, dict[str, Any]] = {
     # other 5-7 and the positive control failed (held-out guided - free +0.057 [-0.063, +0.177] over 3 seeds); at
     # 2.0 without the similarity gate (VAULT_GATE) it opened 2-4 and failed again (+0.130 [-0.118, +0.379]). Even
     # at 2.0 the untrained actor plays northeast, north and south 85% of the time and east, southwest, west and
-    # northwest 4% (384 rollouts), so only 4 vaults are within its reach at first; GRPO at the cpu profile's
-    # learning rate 2e-4 then narrowed its moves onto the first vaults won within a few steps (a seed that opened
-    # Jade and Opal stopped winning Onyx, which the untrained actor opens 1 time in 3), and with the gate alone the
-    # control opened 2-4 vaults again. The actor learns at a quarter of the profile's rate here (5e-5), so that the
-    # bank, which only a win can fill, keeps up with the vaults the actor can reach
+    # northwest 6% (benchmarks/vault_reach.py, 384 rollouts), so only 4 vaults are within its reach at first; GRPO
+    # at the cpu profile's learning rate 2e-4 then narrowed its moves onto the first vaults won within a few steps
+    # (a seed that opened Jade and Opal stopped winning Onyx, which the untrained actor opens 1 time in 3), and with
+    # the gate alone the banks held 4, 2 and 2 vaults. The actor learns at a quarter of the profile's rate here
+    # (5e-5), so that the bank, which only a win can fill, keeps up with the vaults the actor can reach: 4, 5 and 5
+    # vaults, and the positive control passed (NOTES.md)
     "cpu": {
         "env_id": VAULT, "steps": 16, "batch_instances": 2, "group_size": 8, "eval_episodes": 128,
         "extractor.distill_per_step": 0, "actor.learning_rate": 5e-5,
