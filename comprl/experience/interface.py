@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import re
-
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,8 +57,8 @@ class Episode:
         return f"step{self.step}/episode{self.index}/seed{self.seed}"
 
 
-
 _SEED_IN_SOURCE = re.compile(r"/seed(-?\d+)$")
+"""The env seed at the end of an operation's source (:attr:`Episode.source`)."""
 
 
 def seed_of(source: object) -> int | None:
@@ -67,6 +66,7 @@ def seed_of(source: object) -> int | None:
     (a merge, a reference lesson) or none."""
     match = _SEED_IN_SOURCE.search(source) if isinstance(source, str) else None
     return None if match is None else int(match.group(1))
+
 
 @dataclass(frozen=True)
 class Outcome:

@@ -16,7 +16,6 @@ comparison per lesson kind: correct above free, wrong below free, garbage within
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -32,6 +31,7 @@ from comprl.envs.vault import VAULT_IDS, secret_of, vault_of
 from comprl.kit.reference_bank import write_lesson_bank
 from comprl.kit.report import markdown_table
 from comprl.kit.stats import paired_comparison, welch_comparison
+from comprl.runs import Run
 
 if TYPE_CHECKING:  # the guidance module loads torch; notebook plans and `comprl reproduce --dry-run` do not
     from comprl.kit.guidance import Passes
@@ -65,7 +65,7 @@ similarity of a vault's query to its own scripted lesson, 0.648, and the highest
 (MiniLM, note style; :func:`scripted_similarity`, printed by ``benchmarks/vault_gate.py`` and checked by
 ``tests/test_mechanism.py``). Without it a guided episode on a vault whose lesson no win has written yet is shown
 the nearest lesson, another vault's, and copies its move (Stage A: the wrong lesson costs 0.043), which is what
-sank the first positive control (NOTES.md). ``Vault-Fresh-v0`` and ``Vault-Code-v0`` get no gate: their gaps
+sank the second cpu run's positive control (NOTES.md). ``Vault-Fresh-v0`` and ``Vault-Code-v0`` get no gate: their gaps
 (0.6677 over 0.6667; 0.7749 over 0.7744) are too thin to hold across machines' rounding."""
 
 TASK_SETTINGS: dict[str, dict[str, Any]] = {
@@ -464,7 +464,7 @@ def report_section(folder: str | Path) -> list[str]:
     ]
     configs = sorted(folder.glob(f"{POSITIVE_CONTROL}_seed*/config.json"))
     if configs:
-        config = ExperimentConfig.from_dict(json.loads(configs[0].read_text()))
+        config = Run(configs[0].parent).config()
         gate = config.bank.min_similarity
         lines += [
             f"Stage B's settings (`comprl.kit.mechanism`): {config.steps} steps of {config.batch_instances} vaults x "
