@@ -13,6 +13,10 @@ same episodes, the same updates, the same bank).
   distinct prompts (a smoke run's calls hold fewer). The extractor's diagnostics and ``guided_minus_free`` (issue
   46) were added as new columns, and ``guided_with_entry`` in the evaluation rows (empty there before), every
   recorded value kept.
+- MiniHack games took NetHack's moon from the host's clock until 2026-12-08 (a new moon that day changed the first
+  message, the luck and so these rows). With the seed's clock (`comprl.envs.minihack.env.CLOCKS`) the one-task rows
+  were recorded again (three columns of two steps moved: sequence tokens, processed tokens, gradient norm); the
+  mixture's came out unchanged. Recorded the same under a faked clock on an ordinary day and on a new-moon night.
 """
 
 from __future__ import annotations

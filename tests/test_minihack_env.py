@@ -111,6 +111,23 @@ def test_different_seeds_give_different_games() -> None:
     assert len(trajectories) > 1
 
 
+def moons(clock: str, seeds: range) -> list[str]:
+    """The moon each seed's game opens under, as NetHack's first message names it ("" when it names none)."""
+    env = comprl.envs.make("comprl/KeyRoom-Dark-S5-v0", view="brief", clock=clock)
+    return [next((m for m in ("New moon", "Full moon") if m in env.reset(seed=seed)[0]), "") for seed in seeds]
+
+
+def test_the_moon_follows_the_seed_not_the_day_unless_the_host_clock_is_asked_for() -> None:
+    # with the seed's clock 48 games open under both moons and none, whatever the date, and a seed again opens the
+    # same way; with the host's every game shares today's moon, so at most one of the two is ever named
+    by_seed = moons("seed", range(48))
+    assert {"New moon", "Full moon", ""} == set(by_seed)
+    assert moons("seed", range(48)) == by_seed
+    assert len(set(moons("host", range(48))) - {""}) <= 1
+    with pytest.raises(ValueError, match="unknown MiniHack clock 'wall'; accepted: seed, host"):
+        comprl.envs.make("comprl/KeyRoom-Dark-S5-v0", clock="wall")
+
+
 @pytest.mark.parametrize(
     "action",
     [

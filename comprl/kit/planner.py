@@ -290,12 +290,12 @@ class PromptTokens:
 
 PROMPT_TOKENIZER = "smollm2-135m"
 PROMPT_TOKENS: dict[str, PromptTokens] = {
-    "comprl/Room-Ultimate-5x5-v0": PromptTokens(253, 137, 2317),
-    "comprl/Room-Random-5x5-v0": PromptTokens(239, 123, 2279),
-    "comprl/MazeWalk-9x9-v0": PromptTokens(239, 120, 2368),
-    "comprl/KeyRoom-Dark-S5-v0": PromptTokens(300, 136, 2377),
-    "comprl/River-Narrow-v0": PromptTokens(313, 175, 2330),
-    "comprl/Room-Dark-Fixed-5x5-v0": PromptTokens(220, 114, 2294),  # 2026-12-07
+    "comprl/Room-Ultimate-5x5-v0": PromptTokens(246, 137, 2317),
+    "comprl/Room-Random-5x5-v0": PromptTokens(232, 123, 2277),
+    "comprl/MazeWalk-9x9-v0": PromptTokens(232, 120, 2369),
+    "comprl/KeyRoom-Dark-S5-v0": PromptTokens(294, 136, 2377),
+    "comprl/River-Narrow-v0": PromptTokens(306, 175, 2328),
+    "comprl/Room-Dark-Fixed-5x5-v0": PromptTokens(221, 114, 2294),
     "comprl/WebShop-Small-v0": PromptTokens(262, 92, 2620),
     "comprl/Sokoban-6x6-2box-v0": PromptTokens(248, 120, 3005),
     "comprl/ALFWorld-v0": PromptTokens(511, 193, 2796),
@@ -308,19 +308,21 @@ PROMPT_TOKENS: dict[str, PromptTokens] = {
 }
 """Per env id, measured by ``measure_prompt_tokens()``: 8 episodes each (seeds 0-7, default env options) of
 uniformly random admissible actions under a 30-turn cap, tokenised with SmolLM2's tokenizer and chat template
-(the paper's Qwen models have tokenizers and chat templates of their own: read these as estimates).
+(the paper's Qwen models have tokenizers and chat templates of their own: read these as estimates). The MiniHack
+rows were measured again on 2026-12-08 with the seed's clock (`comprl.envs.minihack.env.CLOCKS`): before, a game's
+first message, and so its first prompt, followed the day's moon.
 ``tests/test_reproduce.py`` re-measures some of them."""
 
 VIEW_PROMPT_TOKENS: dict[tuple[str, str], PromptTokens] = {
-    ("comprl/Room-Random-5x5-v0", "brief"): PromptTokens(163, 67, 2191),
-    ("comprl/Room-Ultimate-5x5-v0", "brief"): PromptTokens(186, 76, 2228),
-    ("comprl/MazeWalk-9x9-v0", "brief"): PromptTokens(165, 64, 2253),
-    ("comprl/KeyRoom-Dark-S5-v0", "brief"): PromptTokens(228, 77, 2267),
-    ("comprl/River-Narrow-v0", "brief"): PromptTokens(214, 94, 2272),
-    ("comprl/Room-Dark-Fixed-5x5-v0", "brief"): PromptTokens(163, 62, 2243),  # 2026-12-07
+    ("comprl/Room-Random-5x5-v0", "brief"): PromptTokens(164, 67, 2191),
+    ("comprl/Room-Ultimate-5x5-v0", "brief"): PromptTokens(187, 76, 2228),
+    ("comprl/MazeWalk-9x9-v0", "brief"): PromptTokens(166, 64, 2253),
+    ("comprl/KeyRoom-Dark-S5-v0", "brief"): PromptTokens(229, 77, 2267),
+    ("comprl/River-Narrow-v0", "brief"): PromptTokens(215, 94, 2270),
+    ("comprl/Room-Dark-Fixed-5x5-v0", "brief"): PromptTokens(164, 62, 2243),
 }
 """Per (env id, ``view`` env option), measured as :data:`PROMPT_TOKENS` with that view (``measure_prompt_tokens(ids,
-options={"view": "brief"})`` for the five MiniHack ids, 2026-11-29; the lit Room's measured again the same):
+options={"view": "brief"})`` for the MiniHack ids, 2026-12-08, with the seed's clock):
 MiniHack's brief view, the cpu profile's for every MiniHack task, says in a line where the stairs (key, door) are."""
 
 

@@ -15,7 +15,12 @@ Differences from the raw MiniHack envs, all deliberate:
 
 - Seeding: NetHack ignores gymnasium's reset seed, so `reset(seed=s)` draws NetHack's core and disp seeds
   from the env's seeded `np_random` and calls ``seed(core, disp, reseed=False)``: the same seed gives the
-  same map and the same trajectory for the same actions, in any process.
+  same map and the same trajectory for the same actions, in any process, on any day.
+- The clock: NetHack reads the host's clock at the start of a game (a new or full moon, Friday the 13th, night
+  and midnight change the messages, the luck and the monsters), so with NLE's default a seed is another game on
+  another day. comprl passes NLE's ``fix_moon_phase=True`` (``clock="seed"``): the four effects are drawn from the
+  seed (about 1 game in 8 starts under a new moon, 1 in 8 under a full one). ``clock="host"`` is NLE's default
+  and the official code's.
 - Reward: 1.0 when the stairs are reached, else 0.0 (the paper's binary scheme; NLE's -0.01 penalty for
   steps on which game time does not pass is dropped).
 - Episode cap: `max_turns` text actions (default 30, the paper's cap) instead of MiniHack's step limit.
@@ -90,6 +95,8 @@ CONFIRM_KEY = nethack.CompassDirection.NW
 
 VIEWS = ("full", "brief", "official")
 """The text views of the game (see `MiniHackTextEnv`)."""
+CLOCKS = ("seed", "host")
+"""Where NetHack's date and hour come from (see the module docstring): the seed (comprl's) or the host's clock."""
 _VIEW_KEYS = ("glyphs", "chars", "blstats", "message", "inv_strs", "inv_letters")
 """The NLE observation keys every view needs (the official view adds its task's `official_keys`)."""
 
@@ -187,7 +194,9 @@ class MiniHackScreen:
 class MiniHackTextEnv(TextEnv):
     """A MiniHack task as a text environment; see the module docstring for the differences from MiniHack."""
 
-    def __init__(self, task: str, max_turns: int = DEFAULT_MAX_TURNS, view: str = "full") -> None:
+    def __init__(
+        self, task: str, max_turns: int = DEFAULT_MAX_TURNS, view: str = "full", clock: str = "seed"
+    ) -> None:
         """Create the env for `task`, one of `TASKS` ("room", "room-lit", "maze", "keyroom", "river", ...).
 
         `view` is one of `VIEWS`:
@@ -199,8 +208,13 @@ class MiniHackTextEnv(TextEnv):
           nle-language-wrapper (not its exact text), the seen part of the map and a legend (`text`).
         - ``"brief"`` (comprl's, the cpu profile's): the message and the interesting things in view with their
           distance and direction; no walls, dark area, map or legend: far fewer tokens, for small models on CPU.
+
+        `clock` is one of `CLOCKS`: ``"seed"`` (comprl's default: the moon, Friday the 13th and the hour follow the
+        seed, so a run replays on any day) or ``"host"`` (NLE's default and the official code's: the machine's clock).
         """
         super().__init__(max_turns=max_turns)
+        if clock not in CLOCKS:
+            raise ValueError(f"unknown MiniHack clock {clock!r}; accepted: {', '.join(CLOCKS)}")
         if task not in TASKS:
             raise ValueError(f"unknown MiniHack task {task!r}; accepted: {', '.join(TASKS)}")
         if view not in VIEWS:
@@ -219,6 +233,7 @@ class MiniHackTextEnv(TextEnv):
             actions=self._nle_actions,
             max_episode_steps=GAME_STEPS_PER_TURN * max_turns,
             disable_env_checker=True,
+            fix_moon_phase=clock == "seed",
             **level,
         )
         self._game = cast(MiniHack, game.unwrapped)
