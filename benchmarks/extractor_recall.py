@@ -3,6 +3,7 @@ episodes that won each vault, i.e. the prior that CISPO updates would have to im
 
     nice -n 10 python benchmarks/extractor_recall.py                                # Vault-v0 (10-20 minutes)
     nice -n 10 python benchmarks/extractor_recall.py --env-id comprl/Vault-Code-v0  # 3-move codes, no gate
+    nice -n 10 python benchmarks/extractor_recall.py --extractor-model gemma3-270m    # the larger extractor
 
 For each vault of ``--env-id``, one episode that played its secret and won (:func:`comprl.kit.mechanism.won_episodes`,
 on the real env) is distilled ``--samples`` times by the real experience track
@@ -148,11 +149,15 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=4, help="extractor replies per won episode")
     parser.add_argument("--seed", type=int, default=0, help="torch seed, set before each learned variant")
     parser.add_argument("--examples", type=int, default=3, help="stored lessons printed per extractor")
+    parser.add_argument(
+        "--extractor-model", default=None, help="the learned extractor (comprl.config.MODELS; default the profile's)"
+    )
     args = parser.parse_args()
 
+    model = {"extractor.model": args.extractor_model}
     configs = {
-        "free text": mechanism_config("cpu", env_id=args.env_id),
-        "lesson grammar": mechanism_config("cpu", env_id=args.env_id, **{"extractor.lesson_grammar": True}),
+        "free text": mechanism_config("cpu", env_id=args.env_id, **model),
+        "lesson grammar": mechanism_config("cpu", env_id=args.env_id, **model, **{"extractor.lesson_grammar": True}),
     }
     config = configs["free text"]
     gate = config.bank.min_similarity

@@ -67,6 +67,9 @@ EXTRACTOR_STYLES: tuple[str, ...] = ("json", "lines", "note")
 """Answer formats of the extractor (:mod:`comprl.experience.extractor.prompts`): the paper's JSON operation list,
 one compact line per operation, or one plain-text lesson per call (for models too small to follow either grammar)."""
 
+EXTRACTOR_REWARDS: tuple[str, ...] = ("outcome", "over_free")
+"""What an extractor output earns per guided episode shown one of its entries (:attr:`ExtractorConfig.reward`)."""
+
 SCRIPTED_EXTRACTOR = "scripted"
 """``ExtractorConfig.model`` of the scripted extractor, a positive control that is no model
 (:mod:`comprl.experience.extractor.scripted`)."""
@@ -346,6 +349,13 @@ class ExtractorConfig(OptimConfig):
     Official code: 1, counted in actor steps as ``global_step - last_trained_step < cooldown`` with at most one
     extractor update per step, which would only forbid a second training within one step; comprl counts the
     extractor's own updates (its schedule is its own), so 1 skips the next update. 0 = no cooldown."""
+    reward: str = "outcome"
+    """What an output earns per guided episode shown one of its entries (:data:`EXTRACTOR_REWARDS`). "outcome" (the
+    paper's and the official code's): +1 if the episode succeeded, -1 if not. "over_free" (comprl's, not the
+    paper's; issue 68's per-instance lever): that outcome minus the mean outcome, on the same +1/-1 scale, of the
+    free half of the episode's own group, so that a lesson shown on an instance the actor wins anyway earns nothing
+    for it and one that turns a lost instance into a win earns up to +2 (a group without free episodes: the
+    outcome). CISPO's batch advantages already subtract the batch's mean reward; this subtracts the instance's."""
     credit_parents: bool = True
     """True (comprl's): an outcome of an entry that an update/merge wrote also reaches the writers of the
     entries it replaced, through any chain of merges, each writer once per outcome; without it, frequent merges
@@ -366,6 +376,8 @@ class ExtractorConfig(OptimConfig):
         super().__post_init__()
         if self.style not in EXTRACTOR_STYLES:
             raise ValueError(f"extractor style={self.style!r}; accepted: {', '.join(EXTRACTOR_STYLES)}")
+        if self.reward not in EXTRACTOR_REWARDS:
+            raise ValueError(f"extractor reward={self.reward!r}; accepted: {', '.join(EXTRACTOR_REWARDS)}")
         if self.lesson_grammar and self.style != "note":
             raise ValueError(
                 f"lesson_grammar=True with style={self.style!r}: the grammar shapes one plain lesson; accepted: "

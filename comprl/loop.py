@@ -169,7 +169,8 @@ def train_step(learners: Learners, step: int) -> dict[str, float]:
         metrics["rollout_seconds"] = timer.seconds["rollout"]
         with timer("experience"):
             shown = [t for t in trajectories if t.guided and t.experience_ids]
-            experience.credit([Outcome(t.experience_ids[0], t.success) for t in shown], step)
+            free = free_success(trajectories)
+            experience.credit([Outcome(t.experience_ids[0], t.success, free.get(t.group)) for t in shown], step)
             experience.submit([trajectories[i].episode(step) for i in distill_choice(config, step, len(trajectories))])
         if actor is not None:
             with timer("experience"):
@@ -458,14 +459,22 @@ def guided_minus_free(trajectories: Sequence[Trajectory]) -> float:
     those groups; NaN when no group was shown an entry. A guided episode the bank gave nothing played as a free one
     and is left out. With ``experience.blind`` the entries were retrieved but hidden: the difference of a placebo."""
     shown: dict[int, list[bool]] = defaultdict(list)
-    free: dict[int, list[bool]] = defaultdict(list)
     for t in trajectories:
         if t.guided and t.experience_ids:
             shown[t.group].append(t.success)
-        elif not t.guided:
-            free[t.group].append(t.success)
-    differences = [np.mean(shown[g]) - np.mean(free[g]) for g in shown if free[g]]
+    free = free_success(trajectories)
+    differences = [np.mean(shown[g]) - free[g] for g in shown if g in free]
     return float(np.mean(differences)) if differences else float("nan")
+
+
+def free_success(trajectories: Sequence[Trajectory]) -> dict[int, float]:
+    """The success rate of each group's free half (the rollouts that did not ask the bank), by group; a group with
+    no free rollout is absent."""
+    free: dict[int, list[bool]] = defaultdict(list)
+    for t in trajectories:
+        if not t.guided:
+            free[t.group].append(t.success)
+    return {group: float(np.mean(wins)) for group, wins in free.items()}
 
 
 def rule_recall_shown(trajectories: Sequence[Trajectory]) -> dict[str, float]:

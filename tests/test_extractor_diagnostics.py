@@ -153,6 +153,8 @@ def test_guided_minus_free_averages_the_groups_whose_guided_half_saw_an_entry():
     ]
     assert loop.guided_minus_free(trajectories) == pytest.approx(-0.25)
     assert math.isnan(loop.guided_minus_free(trajectories[8:]))
+    # what the extractor's reward="over_free" subtracts, per group: group 3 has no free half
+    assert loop.free_success([*trajectories, _trajectory(3, True, True)]) == {0: 0.5, 1: 1.0, 2: 0.0}
 
 
 def test_the_diagnostics_stream_to_the_experience_group_of_a_tracker():

@@ -57,6 +57,26 @@ def test_rewards_are_the_mean_outcome_of_the_trajectories_that_used_the_entry(fr
     assert trainer.credit([_guided(999, True)], step=2) == 0
 
 
+def test_over_free_rewards_subtract_the_free_half_of_the_episodes_group(fresh):
+    model, tokenizer, engine = fresh
+    trainer = ExtractorTrainer(model, tokenizer.pad_token_id, ExtractorConfig(reward="over_free"))
+    a, b, c = _samples(engine, 3)
+    trainer.add([a, b, c])
+    # a: a win where the free half won 1 of 4 (+1 - (-0.5)) and a loss where it won all (-1 - 1); b: a win where
+    # the free half won everything earns nothing; c: no free half, so the paper's outcome
+    outcomes = [Outcome(100, True, 0.25), Outcome(100, False, 1.0), Outcome(101, True, 1.0), Outcome(102, False)]
+    trainer.credit(outcomes, step=2)
+    assert a.outcomes == [1.5, -2.0] and b.outcomes == [0.0] and c.outcomes == [-1.0]
+    # the paper's reward ignores the free half
+    paper = ExtractorTrainer(model, tokenizer.pad_token_id, ExtractorConfig())
+    d = _samples(engine, 1)[0]
+    paper.add([d])
+    paper.credit([Outcome(100, True, 0.25), Outcome(100, False, 1.0)], 2)
+    assert d.outcomes == [1.0, -1.0]
+    with pytest.raises(ValueError, match="extractor reward='relative'; accepted: outcome, over_free"):
+        ExtractorConfig(reward="relative")
+
+
 def test_uncredited_samples_are_dropped_after_max_pending_steps(fresh):
     model, tokenizer, engine = fresh
     trainer = ExtractorTrainer(model, tokenizer.pad_token_id, ExtractorConfig(max_pending_steps=3))

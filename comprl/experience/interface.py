@@ -74,6 +74,19 @@ class Outcome:
 
     entry_id: int
     success: bool
+    free_success: float | None = None
+    """The success rate of the free half of the episode's group (None: it had no free episode); the extractor's
+    reward subtracts it under ``extractor.reward="over_free"``."""
+
+    @property
+    def reward(self) -> float:
+        """+1 if the episode succeeded, else -1 (the paper's reward of the entry's writer)."""
+        return 1.0 if self.success else -1.0
+
+    @property
+    def reward_over_free(self) -> float:
+        """:attr:`reward` minus the free half's mean outcome on the same scale (:attr:`reward` without a free half)."""
+        return self.reward - (0.0 if self.free_success is None else 2.0 * self.free_success - 1.0)
 
 
 class ExperienceService(Protocol):

@@ -595,7 +595,9 @@ class ExperienceManager:
         with self._cv:
             self._raise_background_error()
             queue, merges = list(self._queue), list(self._merges)
-            outcomes = [([(o.entry_id, o.success) for o in batch], step) for batch, step in self._outcomes]
+            outcomes = [
+                ([(o.entry_id, o.success, o.free_success) for o in batch], step) for batch, step in self._outcomes
+            ]
             state = {
                 "step": self._step, "warm": set(self.retrieval.warm), "outcomes": outcomes, "merges": merges,
                 "retrieval": self.retrieval.state_dict(),

@@ -2,7 +2,8 @@
 
 An extractor output m (one distillation or merge call) is one training sample. Its reward is the mean outcome
 (+1 success, -1 failure) of the experience-guided trajectories that were shown an entry m wrote; it has none until
-such a trajectory finishes.
+such a trajectory finishes. Under ``reward="over_free"`` (comprl's option) each outcome is less the mean outcome of
+the free half of its episode's group (:attr:`~comprl.experience.interface.Outcome.reward_over_free`).
 
 - **Credit through merges** (``credit_parents``, comprl's fix; the official code credits only the writer of the
   entry shown): when an update/merge output replaces entries P1, P2 by a new entry E, E keeps P1 and P2 as its
@@ -54,7 +55,8 @@ class ExtractorSample(PackedSequence):
     parent_ids: tuple[tuple[int, ...], ...] = ()
     """For each entry of ``entry_ids``, in that order, the bank ids of the entries it replaced (() for an add)."""
     outcomes: list[float] = field(default_factory=list)
-    """+1 / -1 per guided trajectory that used one of its entries (or the invalid-output reward), since it last
+    """+1 / -1 (or less the free half's, ``reward="over_free"``) per guided trajectory that used one of its
+    entries (or the invalid-output reward), since it last
     entered the buffer; it is in the buffer exactly while this is not empty."""
     times_trained: int = 0
     """Extractor updates that trained it with a non-zero weight."""
@@ -141,9 +143,10 @@ class ExtractorTrainer(PolicyGradientTrainer):
         Returns the number of (outcome, sample) credits given.
         """
         credited = 0
+        over_free = self.config.reward == "over_free"
         for outcome in outcomes:
             for sample in self._writers(outcome.entry_id):
-                sample.outcomes.append(1.0 if outcome.success else -1.0)
+                sample.outcomes.append(outcome.reward_over_free if over_free else outcome.reward)
                 sample.last_credited = step
                 if len(sample.outcomes) == 1:
                     self._enter(sample)
