@@ -6,6 +6,7 @@ random model, choosing among the admissible moves.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pandas as pd
@@ -25,24 +26,15 @@ from comprl.config import ExtractorConfig
 from comprl.experience.interface import Episode
 from comprl.experience.manager import ExperienceManager
 from comprl.experience.rule_recall import RuleRecall
+from comprl.kit import mechanism
 from comprl.runs import Run
 
 VAULT = "comprl/Vault-v0"
 CODE = "comprl/Vault-Code-v0"
 
 
-def played(env_id: str, seed: int, replies: list[str], step: int = 1, index: int = 0) -> Episode:
-    """The episode a real env makes of ``replies`` (played until it ends), as the rollout records it."""
-    env = make(env_id)
-    observation, info = env.reset(seed=seed)
-    messages = [{"role": "system", "content": info["instruction"]}, {"role": "user", "content": observation}]
-    for reply in replies:
-        observation, _, terminated, truncated, info = env.step(reply)
-        messages.append({"role": "assistant", "content": reply})
-        if terminated or truncated:
-            break
-        messages.append({"role": "user", "content": observation})
-    return Episode(env_id, seed, step, index, info["instruction"], tuple(messages), info["success"])
+played = functools.partial(mechanism.played, step=1)
+"""The episode a real env makes of replies, as the rollout records it (at step 1)."""
 
 
 def answers(moves) -> list[str]:

@@ -200,22 +200,34 @@ def won_episodes(env_id: str) -> tuple[list[str], list[Any]]:
     of each vault of `env_id`, seed by seed (:func:`vaults`' order), played on the real env."""
     from comprl.actor.rollout import retrieval_query
     from comprl.envs import make
-    from comprl.experience.interface import Episode
 
     queries, episodes = [], []
     for seed, vault in enumerate(vaults(env_id)):
-        env = make(env_id)
-        observation, info = env.reset(seed=seed)
-        queries.append(retrieval_query(observation, info))
-        messages = [{"role": "system", "content": info["instruction"]}, {"role": "user", "content": observation}]
-        for move in secret_of(env_id, vault):
-            reply = f"{ANSWER_OPEN}{move}{ANSWER_CLOSE}"
-            observation, _, terminated, truncated, info = env.step(reply)
-            messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": observation}]
-        if not info["success"]:
+        queries.append(retrieval_query(*make(env_id).reset(seed=seed)))
+        episode = played(env_id, seed, [f"{ANSWER_OPEN}{move}{ANSWER_CLOSE}" for move in secret_of(env_id, vault)],
+                         step=0, index=seed)
+        if not episode.success:
             raise RuntimeError(f"{env_id}: the secret of vault {vault} did not open it")
-        episodes.append(Episode(env_id, seed, 0, seed, info["instruction"], tuple(messages[:-1]), True))
+        episodes.append(episode)
     return queries, episodes
+
+
+def played(env_id: str, seed: int, replies: Sequence[str], step: int = 0, index: int = 0) -> Any:
+    """The :class:`~comprl.experience.interface.Episode` the real env `env_id` makes of `replies` from `seed`,
+    played until it ends (a reply left over is not sent), recorded as the rollout records one."""
+    from comprl.envs import make
+    from comprl.experience.interface import Episode
+
+    env = make(env_id)
+    observation, info = env.reset(seed=seed)
+    messages = [{"role": "system", "content": info["instruction"]}, {"role": "user", "content": observation}]
+    for reply in replies:
+        observation, _, terminated, truncated, info = env.step(reply)
+        messages.append({"role": "assistant", "content": reply})
+        if terminated or truncated:
+            break
+        messages.append({"role": "user", "content": observation})
+    return Episode(env_id, seed, step, index, info["instruction"], tuple(messages), info["success"])
 
 
 def scripted_similarity(env_id: str, config: ExperimentConfig) -> pd.DataFrame:
