@@ -412,18 +412,18 @@ def test_throughput_needs_dry_run(capsys):
 
 
 def test_episodes_end_at_the_context_cap_under_the_longest_replies():
-    config = make_config("paper", method="comp_rl")  # Room: 253 first-prompt tokens, 137 per turn, 4,096 per reply
+    config = make_config("paper", method="comp_rl")  # Room: 246 first-prompt tokens, 137 per turn, 4,096 per reply
     assert (config.rollout.max_new_tokens, config.rollout.max_context_tokens) == (4096, 32768)  # the official config's
     (room,) = planner.step_budget(config).tasks
-    # free half: 253 + t * (4096 + 137) + 4096 <= 32768 up to t = 6, so 7 turns; guided (+274 entry tokens): also 7
+    # free half: 246 + t * (4096 + 137) + 4096 <= 32768 up to t = 6, so 7 turns; guided (+274 entry tokens): also 7
     assert room.turns == 7 and room.rollouts == 128 and room.decode == 128 * 7 * 4096
-    assert room.sequence == pytest.approx(253 + 274 / 2 + 6 * (4096 + 137) + 4096)
+    assert room.sequence == pytest.approx(246 + 274 / 2 + 6 * (4096 + 137) + 4096)
     roomy = planner.step_budget(
         dataclasses.replace(config, rollout=dataclasses.replace(config.rollout, max_context_tokens=10**6))
     )
     assert roomy.tasks[0].turns == 30
     baseline = planner.step_budget(make_config("paper", method="baseline"))
-    assert baseline.distill_calls == 0 and baseline.tasks[0].first == 253  # no entry, no extractor
+    assert baseline.distill_calls == 0 and baseline.tasks[0].first == 246  # no entry, no extractor
     frozen = planner.step_budget(make_config("paper", method="exp_only"))
     assert frozen.actor_train == 0 and frozen.extractor_train > 0
 

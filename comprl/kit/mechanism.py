@@ -128,7 +128,10 @@ shows each guided episode its single nearest lesson (the re-ranking's popularity
 nothing to choose among): in the first cpu run it changed nothing the noise could tell (NOTES.md), since what
 sent guided episodes to another vault's lesson was a bank that held none for theirs. A learned-extractor stream
 (``{"method": "exp_only", "env_id": FRESH}``) can be added as an arm; it is left out of the default for the
-notebook's two hours."""
+notebook's two hours, and so are the learned extractor's levers that are not the paper's: the per-instance reward
+(``{"method": "comp_rl", "extractor.reward": "over_free"}``, :attr:`~comprl.config.ExtractorConfig.reward`) and
+the larger extractor (``{"method": "comp_rl", "extractor.model": "gemma3-270m"}``), whose runs are measured in
+NOTES.md."""
 
 
 def mechanism_config(profile: str, env_id: str | None = None, **overrides: Any) -> ExperimentConfig:
