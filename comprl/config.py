@@ -270,6 +270,19 @@ class ActorConfig(OptimConfig):
     """Added to an episode's return, per reply that named no valid action, before the actor's advantages are
     computed (comprl's shaping for models too small to keep the answer format; paper: 0, binary rewards). Success,
     the logged returns and the extractor's credit are unaffected."""
+    init_from: str | None = None
+    """A finished LoRA run's folder: the actor starts from that run's exported adapters
+    (``actor_adapters.safetensors``) instead of the bare base model, and keeps them frozen under method
+    ``exp_only``. The run must share this run's ``model`` and ``lora_rank`` (> 0). Source: comprl's (the paper's
+    actor starts from the base model); for test-time experience with a trained actor (issue 68) or a continued run."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.init_from is not None and self.lora_rank < 1:
+            raise ValueError(
+                f"actor.init_from={self.init_from!r} with lora_rank={self.lora_rank}: a run's actor is carried by "
+                "its exported LoRA adapters; accepted: lora_rank > 0 (that run's), or init_from=None"
+            )
 
 
 @dataclass(frozen=True)

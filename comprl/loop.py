@@ -293,7 +293,7 @@ def run_experiment(
     run.record_machine(machine(device, model.dtype), resumed.step if resumed else 0)
     extractor_model = sharing_weights(model) if config.extractor_shares_base else None  # before the actor's adapters
     actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor) if TRAINS_ACTOR[config.method] else None
-    engine = make_engine(config, actor.model if actor else model, tokenizer)
+    engine = make_engine(config, _starting_actor(config, model, tokenizer, actor), tokenizer)
     experience = _experience_service(config, run, device, resumed, actor, engine, extractor_model)
     del extractor_model
     learners = Learners(config, layout, engine, actor, experience)
@@ -371,11 +371,30 @@ def trained_actor(run: Run | str | Path) -> tuple[HFEngine, ExperimentConfig]:
     (``actor_adapters.safetensors``), and the run's config."""
     run = run if isinstance(run, Run) else Run(Path(run))
     config = run.config()
-    weights = checkpoint.load_adapters(run.path)
     model, tokenizer = _base_model(config, resolve_device(config))
     actor = ActorTrainer(model, tokenizer.pad_token_id, config.actor)
-    actor.load_weights(weights)
+    actor.load_weights(checkpoint.load_adapters(run.path))
     return HFEngine(actor.model, tokenizer, adapter_dtype=config.actor.generation_adapter_dtype), config
+
+
+def _starting_actor(
+    config: ExperimentConfig, model: PreTrainedModel, tokenizer: Any, actor: ActorTrainer | None
+) -> PreTrainedModel:
+    """The model the run's actor plays with at its start: the trainer's (``actor``), or the base ``model`` when the
+    actor is frozen; with ``actor.init_from``, carrying that run's exported adapters (a frozen actor gets a
+    trainer of its own only to hold them)."""
+    source = config.actor.init_from
+    if source is None:
+        return actor.model if actor is not None else model
+    given = Run(Path(source)).config()
+    if (given.model, given.actor.lora_rank) != (config.model, config.actor.lora_rank):
+        raise ValueError(
+            f"actor.init_from={source!r} trained {given.model} with lora_rank={given.actor.lora_rank}; this run's "
+            f"actor is {config.model} with lora_rank={config.actor.lora_rank}: they must be the same"
+        )
+    holder = actor if actor is not None else ActorTrainer(model, tokenizer.pad_token_id, config.actor)
+    holder.load_weights(checkpoint.load_adapters(Path(source)))
+    return holder.model
 
 
 def base_actor(config: ExperimentConfig) -> HFEngine:

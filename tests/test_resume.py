@@ -255,3 +255,24 @@ def test_a_finished_lora_run_exports_its_adapters_and_they_can_be_evaluated(tmp_
     assert not (full.path / checkpoint.ACTOR_ADAPTERS).exists()
     with pytest.raises(FileNotFoundError, match="no exported actor adapters"):
         loop.evaluate_trained(full)
+
+
+def test_a_run_can_start_its_actor_from_a_finished_runs_adapters(tmp_path):
+    lora = {"actor.lora_rank": 4}
+    source = run_experiment(smoke(steps=1, eval_episodes=0, **lora), tmp_path, name="source", progress=False)
+    adapters = checkpoint.load_adapters(source.path)
+    frozen = smoke(steps=1, method="exp_only", **lora, **{"actor.init_from": str(source.path)})
+    for trainer in (None, "training"):  # a frozen actor gets the adapters as a training one does
+        model, tokenizer = load_model(frozen.model, seed=frozen.seed)
+        actor = ActorTrainer(model, tokenizer.pad_token_id, frozen.actor) if trainer else None
+        started = dict(loop._starting_actor(frozen, model, tokenizer, actor).named_parameters())
+        assert all(torch.allclose(started[name].float(), weight) for name, weight in adapters.items())
+    assert any(weight.abs().sum() > 0 for name, weight in adapters.items() if "lora_B" in name)  # not a fresh one
+    run = run_experiment(frozen, tmp_path, name="frozen", progress=False)
+    assert run.finished and not (run.path / checkpoint.ACTOR_ADAPTERS).exists()  # it trained nothing to export
+    with pytest.raises(ValueError, match=r"trained tiny-random with lora_rank=4; this run's actor is tiny-random "
+                                         r"with lora_rank=8: they must be the same"):
+        run_experiment(smoke(steps=1, **{"actor.lora_rank": 8, "actor.init_from": str(source.path)}), tmp_path,
+                       name="other", progress=False)
+    with pytest.raises(ValueError, match="accepted: lora_rank > 0"):
+        smoke(**{"actor.init_from": str(source.path)})
