@@ -80,6 +80,10 @@ def test_the_plan_runs_every_arm_per_seed_with_its_own_overrides():
     assert (stream.env_id, stream.method, stream.max_turns) == (mechanism.FRESH, "exp_only", 1)
     with pytest.raises(ValueError, match="letters, digits and underscores"):
         mechanism_plan("smoke", arms={"two words": {}})
+    # a stream from each seed's trained actor: {seed} in a text value is the run's seed
+    trained = {"method": "exp_only", "actor.lora_rank": 4, "actor.init_from": "runs/scripted_seed{seed}"}
+    configs = mechanism_plan("smoke", arms={"stream_trained": trained}, seeds=[0, 2]).named()
+    assert [c.actor.init_from for c in configs.values()] == ["runs/scripted_seed0", "runs/scripted_seed2"]
 
 
 def test_the_reproduction_runs_notebook_07_first_and_only_where_a_profile_has_its_settings():

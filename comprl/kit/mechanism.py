@@ -122,8 +122,8 @@ with lessons known to be right); with the profile's learned extractor, free text
 ``stream_scripted`` is test-time experience: a stream of episodes on vaults never trained on, the actor frozen
 (method ``exp_only``), the scripted extractor writing from the stream; its free half is what a frozen actor
 without experience does there (chance), its guided half what the stream's bank adds. Its actor is the untrained
-one, not comp_rl's trained actor: comprl cannot yet start a run from another run's actor (issue 68 asks for
-that comparison; left for later). ``{"method": "comp_rl", "extractor.model": "scripted", "bank.candidates": 1}``
+one; a stream from each seed's trained actor is an arm with ``"actor.init_from": "<folder>/scripted_seed{seed}"``
+(comp_rl's actor) or ``.../baseline_seed{seed}`` (GRPO's), run after those (:func:`comprl.kit.plans.mechanism`). ``{"method": "comp_rl", "extractor.model": "scripted", "bank.candidates": 1}``
 shows each guided episode its single nearest lesson (the re-ranking's popularity, recency and dropout terms have
 nothing to choose among): in the first cpu run it changed nothing the noise could tell (NOTES.md), since what
 sent guided episodes to another vault's lesson was a bank that held none for theirs. A learned-extractor stream

@@ -159,16 +159,21 @@ def mechanism(
     """Notebook 07's Stage B: each arm (name -> its overrides, e.g. ``{"method": "baseline"}``, an ``env_id`` of
     its own for a stream; None: :data:`comprl.kit.mechanism.STAGE_B_ARMS`) on a vault task with the settings of
     ``profile`` (:func:`comprl.kit.mechanism.mechanism_config`), seed by seed. Keys ``(arm, seed)``, names
-    ``arm_seedN`` (arm names: letters, digits and underscores)."""
+    ``arm_seedN`` (arm names: letters, digits and underscores). ``{seed}`` in a text value is the run's seed, e.g.
+    ``{"actor.init_from": "results/cpu/07_mechanism/scripted_seed{seed}"}`` starts each seed from that seed's
+    trained actor (a run that must have finished first)."""
     from comprl.kit.mechanism import STAGE_B_ARMS, mechanism_config
 
     arms = STAGE_B_ARMS if arms is None else arms
     for name in arms:
         if not name.isidentifier():
             raise ValueError(f"arm name {name!r}: use letters, digits and underscores")
+    def at(seed: int, changes: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v.replace("{seed}", str(seed)) if isinstance(v, str) else v for k, v in changes.items()}
+
     configs = {
         (name, seed): mechanism_config(
-            profile, **{"env_id": env_id, "steps": steps, "seed": seed, **(overrides or {}), **changes}
+            profile, **{"env_id": env_id, "steps": steps, "seed": seed, **at(seed, {**(overrides or {}), **changes})}
         )
         for seed in seeds for name, changes in arms.items()
     }
