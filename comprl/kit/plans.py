@@ -160,8 +160,9 @@ def mechanism(
     its own for a stream; None: :data:`comprl.kit.mechanism.STAGE_B_ARMS`) on a vault task with the settings of
     ``profile`` (:func:`comprl.kit.mechanism.mechanism_config`), seed by seed. Keys ``(arm, seed)``, names
     ``arm_seedN`` (arm names: letters, digits and underscores). ``{seed}`` in a text value is the run's seed, e.g.
-    ``{"actor.init_from": "results/cpu/07_mechanism/scripted_seed{seed}"}`` starts each seed from that seed's
-    trained actor (a run that must have finished first)."""
+    ``{"actor.init_from": "../results/cpu/07_mechanism/scripted_seed{seed}"}`` starts each seed from that seed's
+    trained actor (a run that must have finished first; a relative folder is read from the process's working
+    directory, which is ``notebooks/`` when the notebook runs through ``comprl run``)."""
     from comprl.kit.mechanism import STAGE_B_ARMS, mechanism_config
 
     arms = STAGE_B_ARMS if arms is None else arms
