@@ -5,7 +5,8 @@ and the chunk, and the caller's stream is left where it was. An evaluation's num
 weights, the bank and the config alone, which lets two kinds of duplicate work go:
 
 * **The step-0 evaluation is shared.** Before training every method evaluates the same untrained model (LoRA starts
-  with ``B = 0``, so adapters add exactly nothing) on the same seeds. The first run of a configuration and seed
+  with ``B = 0``, so adapters add exactly nothing; a run started from another's adapters, ``actor.init_from``, is
+  keyed by their content) on the same seeds. The first run of a configuration and seed
   stores its experience-free rows under ``<output dir>/shared_eval/``, and every later run with the same
   evaluation-relevant config (everything but the method, the learners' training settings and the experience side)
   reads them: the ``eval_shared`` column is 1 on such rows.
@@ -33,6 +34,7 @@ import torch
 import comprl
 from comprl import console
 from comprl.actor.rollout import Trajectory, env_id, retrieval_query, run_episodes, summarize
+from comprl.checkpoint import ACTOR_ADAPTERS
 from comprl.config import ExperimentConfig
 from comprl.envs.base import EVAL_SEED_OFFSET  # evaluation plays seeds EVAL_SEED_OFFSET + i
 from comprl.envs.mixture import task_name
@@ -46,8 +48,8 @@ SHARED_FOLDER = "shared_eval"
 
 NOT_SHARING = {"method", "steps", "checkpoint_every", "batch_instances", "group_size", "task_batch", "extractor",
                "bank", "experience", "rollout_workers", "rollout_worker_cpus", "requires_gpu", "tracker"}
-"""Config fields that cannot change a step-0 experience-free evaluation (of the actor only its generation dtype
-matters); every other field, and comprl's version, is part of the shared rows' key."""
+"""Config fields that cannot change a step-0 experience-free evaluation (of the actor only its generation dtype and
+the adapters it starts from matter); every other field, and comprl's version, is part of the shared rows' key."""
 
 
 def task_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
@@ -191,6 +193,9 @@ def shared_key(config: ExperimentConfig) -> str:
     """What a step-0 experience-free evaluation depends on, hashed."""
     fields = {k: v for k, v in dataclasses.asdict(config).items() if k not in NOT_SHARING}
     fields["actor"] = {"generation_adapter_dtype": config.actor.generation_adapter_dtype}
+    if config.actor.init_from is not None:  # the weights it starts from, whatever the folder is called
+        adapters = Path(config.actor.init_from) / ACTOR_ADAPTERS
+        fields["actor"]["init_from"] = hashlib.sha256(adapters.read_bytes()).hexdigest()
     fields["comprl"] = comprl.__version__
     text = json.dumps(fields, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]

@@ -270,6 +270,14 @@ def test_a_run_can_start_its_actor_from_a_finished_runs_adapters(tmp_path):
     assert any(weight.abs().sum() > 0 for name, weight in adapters.items() if "lora_B" in name)  # not a fresh one
     run = run_experiment(frozen, tmp_path, name="frozen", progress=False)
     assert run.finished and not (run.path / checkpoint.ACTOR_ADAPTERS).exists()  # it trained nothing to export
+    # its step-0 evaluation is shared with runs that start from the same adapters only
+    again = smoke(steps=1, method="comp_rl", **lora, **{"actor.init_from": str(source.path)})
+    untrained = smoke(steps=1, method="exp_only", **lora)
+    shared = [
+        run_experiment(c, tmp_path, name=n, progress=False).metrics().query("phase == 'eval' and step == 0")
+        for c, n in ((again, "again"), (untrained, "untrained"))
+    ]
+    assert [float(rows["eval_shared"].iloc[0]) for rows in shared] == [1.0, 0.0]
     with pytest.raises(ValueError, match=r"trained tiny-random with lora_rank=4; this run's actor is tiny-random "
                                          r"with lora_rank=8: they must be the same"):
         run_experiment(smoke(steps=1, **{"actor.lora_rank": 8, "actor.init_from": str(source.path)}), tmp_path,
