@@ -124,9 +124,9 @@ with lessons known to be right); with the profile's learned extractor, free text
 without experience does there (chance), its guided half what the stream's bank adds. Its actor is the untrained
 one; a stream from each seed's trained actor is an arm with ``"actor.init_from": "<folder>/scripted_seed{seed}"``
 (comp_rl's actor) or ``.../baseline_seed{seed}`` (GRPO's), run after those (:func:`comprl.kit.plans.mechanism`).
-``{"method": "comp_rl", "extractor.model": "scripted", "bank.candidates": 1}`` shows each guided episode its single nearest lesson (the re-ranking's popularity, recency and dropout terms have
-nothing to choose among): in the first cpu run it changed nothing the noise could tell (NOTES.md), since what
-sent guided episodes to another vault's lesson was a bank that held none for theirs. A learned-extractor stream
+``{"method": "comp_rl", "extractor.model": "scripted", "bank.candidates": 1}`` shows each guided episode its single
+nearest lesson (the re-ranking's popularity, recency and dropout terms have nothing to choose among): in the first
+cpu run it changed nothing the noise could tell (NOTES.md), since what sent guided episodes to another vault's lesson was a bank that held none for theirs. A learned-extractor stream
 (``{"method": "exp_only", "env_id": FRESH}``) can be added as an arm; it is left out of the default for the
 notebook's two hours, and so are the learned extractor's levers that are not the paper's: the per-instance reward
 (``{"method": "comp_rl", "extractor.reward": "over_free"}``, :attr:`~comprl.config.ExtractorConfig.reward`) and
