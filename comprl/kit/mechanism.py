@@ -116,22 +116,22 @@ STAGE_B_ARMS: dict[str, dict[str, Any]] = {
     "learned_grammar": {"method": "comp_rl", "extractor.lesson_grammar": True},
     "stream_scripted": {"method": "exp_only", "extractor.model": "scripted", "env_id": FRESH},
 }
-"""Stage B's arms: GRPO alone; Complementary RL with the scripted extractor (the positive control: it writes the
-literal winning move of each successful episode, so credit, bank, retrieval and warm-up are checked end to end
-with lessons known to be right); with the profile's learned extractor, free text and under the lesson grammar.
-``stream_scripted`` is test-time experience: a stream of episodes on vaults never trained on, the actor frozen
-(method ``exp_only``), the scripted extractor writing from the stream; its free half is what a frozen actor
-without experience does there (chance), its guided half what the stream's bank adds. Its actor is the untrained
-one; a stream from each seed's trained actor is an arm with ``"actor.init_from": "<folder>/scripted_seed{seed}"``
-(comp_rl's actor) or ``.../baseline_seed{seed}`` (GRPO's), run after those (:func:`comprl.kit.plans.mechanism`).
-``{"method": "comp_rl", "extractor.model": "scripted", "bank.candidates": 1}`` shows each guided episode its single
-nearest lesson (the re-ranking's popularity, recency and dropout terms have nothing to choose among): in the first
-cpu run it changed nothing the noise could tell (NOTES.md), since what sent guided episodes to another vault's lesson was a bank that held none for theirs. A learned-extractor stream
-(``{"method": "exp_only", "env_id": FRESH}``) can be added as an arm; it is left out of the default for the
+"""Stage B's arms: GRPO alone; Complementary RL with the scripted extractor (the positive control: it writes the literal
+winning move of each successful episode, so credit, bank, retrieval and warm-up are checked end to end with lessons
+known to be right); with the profile's learned extractor, free text and under the lesson grammar. ``stream_scripted`` is
+test-time experience: a stream of episodes on vaults never trained on, the actor frozen (method ``exp_only``), the
+scripted extractor writing from the stream; its free half is what a frozen actor without experience does there (chance),
+its guided half what the stream's bank adds. Its actor is the untrained one; a stream from each seed's trained actor is
+an arm with ``"actor.init_from": "<folder>/scripted_seed{seed}"`` (comp_rl's actor) or ``.../baseline_seed{seed}``
+(GRPO's), run after those (:func:`comprl.kit.plans.mechanism`). ``{"method": "comp_rl", "extractor.model": "scripted",
+"bank.candidates": 1}`` shows each guided episode its single nearest lesson (the re-ranking's popularity, recency and
+dropout terms have nothing to choose among): in the first cpu run it changed nothing the noise could tell (NOTES.md),
+since what sent guided episodes to another vault's lesson was a bank that held none for theirs. A learned-extractor
+stream (``{"method": "exp_only", "env_id": FRESH}``) can be added as an arm; it is left out of the default for the
 notebook's two hours, and so are the learned extractor's levers that are not the paper's: the per-instance reward
-(``{"method": "comp_rl", "extractor.reward": "over_free"}``, :attr:`~comprl.config.ExtractorConfig.reward`) and
-the larger extractor (``{"method": "comp_rl", "extractor.model": "gemma3-270m"}``), whose runs are measured in
-NOTES.md."""
+(``{"method": "comp_rl", "extractor.reward": "over_free"}``, :attr:`~comprl.config.ExtractorConfig.reward`) and the
+larger extractor (``{"method": "comp_rl", "extractor.model": "gemma3-270m"}``): NOTES.md has the reward's runs and
+the larger extractor's lessons before training (``benchmarks/extractor_recall.py``)."""
 
 
 def mechanism_config(profile: str, env_id: str | None = None, **overrides: Any) -> ExperimentConfig:
